@@ -1,0 +1,3 @@
+from mediator.cli import main
+
+main()

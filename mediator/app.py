@@ -1,0 +1,113 @@
+"""The ASGI node: routes, start-up and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from redis.exceptions import RedisError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from mediator.engine import Engine
+from mediator.engine.wakeups import WakeHub
+from mediator.mqs import openapi
+from mediator.mqs import routes as mqs_routes
+from mediator.ops.metrics import Metrics
+from mediator.ops.middleware import RequestLog
+from mediator.redis_conn import command_client, subscriber_client
+from mediator.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    try:
+        await asyncio.wait_for(request.app.state.engine.redis.ping(), 2)
+    except (RedisError, OSError, TimeoutError) as exc:
+        return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+async def metrics(request: Request) -> Response:
+    m: Metrics = request.app.state.metrics
+    engine: Engine = request.app.state.engine
+    m.waiters.set(request.app.state.mqs.hub.waiter_count())
+    with contextlib.suppress(RedisError, OSError):
+        await m.refresh_queue_totals(engine.redis, engine.shards)
+    return PlainTextResponse(m.render(), media_type="text/plain; version=0.0.4")
+
+
+async def openapi_json(request: Request) -> Response:
+    return JSONResponse(openapi.document())
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def unexpected_error(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error", exc_info=exc)
+    return JSONResponse({"error": "internal error"}, status_code=500)
+
+
+def create_app(settings: Settings, redis_url: str) -> Starlette:
+    metrics_ = Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        redis = command_client(redis_url)
+        engine = Engine(redis, shards=settings.worker_shards)
+        hub = WakeHub(lambda: subscriber_client(redis_url))
+        await hub.start()
+        app.state.engine = engine
+        app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
+        worker_task = None
+        if settings.in_process_worker:
+            from workers.runner import Worker
+
+            worker = Worker(settings, redis, engine)
+            worker_task = asyncio.create_task(worker.run(), name="in-process-worker")
+        if not settings.mqs_enabled:
+            log.warning(
+                "mqs API disabled: no MEDIATOR_API_TOKENS and listening on %s, which is not "
+                "a loopback address",
+                settings.host,
+            )
+        log.info("node ready", extra={"host": settings.host, "port": settings.port})
+        try:
+            yield
+        finally:
+            if worker_task is not None:
+                worker_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker_task
+            await hub.stop()
+            await redis.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/metrics", metrics),
+            Route("/openapi.json", openapi_json),
+            *mqs_routes.routes,
+        ],
+        middleware=[Middleware(RequestLog, metrics=metrics_)],
+        exception_handlers={HTTPException: http_error, Exception: unexpected_error},
+        lifespan=lifespan,
+    )
+    app.state.metrics = metrics_
+    app.state.settings = settings
+    return app

@@ -1,0 +1,138 @@
+"""`mediator serve`, `mediator worker`: every flag has a MEDIATOR_<NAME> environment twin."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from mediator.errors import MediatorError
+from mediator.settings import Settings, env_name, settings_fields
+
+
+def _settings_options(scope: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """One click option per settings field of this scope, default and help from the field."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for f in reversed(settings_fields(scope)):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            flag = "--" + f.name.replace("_", "-")
+            kwargs: dict[str, Any] = {
+                "envvar": env_name(f.name),
+                "default": default,
+                "show_default": True,
+                "show_envvar": True,
+                "help": f.metadata["help"],
+            }
+            if f.type in (bool, "bool"):
+                name = f.name.replace("_", "-")
+                func = click.option(f"--{name}/--no-{name}", f.name, **kwargs)(func)
+            else:
+                kind = {"int": int, "float": float, "str": str}[str(f.type)]
+                func = click.option(flag, f.name, type=kind, **kwargs)(func)
+        return func
+
+    return decorate
+
+
+def _build(options: dict[str, Any]) -> Settings:
+    names = {f.name for f in dataclasses.fields(Settings)}
+    return Settings(**{k: v for k, v in options.items() if k in names})
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def main() -> None:
+    """A Redis-backed, horizontally scaled DIDComm mediator and its mqs queue API."""
+
+
+@main.command()
+@_settings_options("serve")
+def serve(**options: Any) -> None:
+    """Run a node: the mqs HTTP API, health and metrics on one port.
+
+    Without --redis-url it starts a private embedded server whose data lives in --data-dir.
+    """
+    import uvicorn
+
+    from mediator.app import create_app
+    from mediator.embedded import EmbeddedServer
+    from mediator.ops import logs
+
+    settings = _build(options)
+    logs.configure(settings.log_level, settings.resolved_node_id)
+    embedded = None
+    url = settings.redis_url
+    try:
+        if not url:
+            embedded = EmbeddedServer(
+                settings.data_dir,
+                binary=settings.redis_server_binary,
+                stream_node_max_bytes=settings.stream_node_max_bytes,
+            )
+            embedded.start()
+            url = embedded.url
+        app = create_app(settings, url)
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            loop="uvloop",
+            http="httptools",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=10,
+            timeout_keep_alive=75,
+        )
+    except MediatorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+@main.command()
+@click.option("--check", is_flag=True, help="Exit 0 if the local worker is healthy, else 1.")
+@_settings_options("worker")
+def worker(check: bool, **options: Any) -> None:
+    """Run an upkeep worker: retention purge, delayed promotion, index cleaning.
+
+    Start as many as you like; they split the shards between them by leases.
+    Needs --redis-url (the embedded server belongs to one node).
+    """
+    settings = _build(options)
+    if check:
+        from workers.check import check as run_check
+
+        ok, text = run_check(settings, settings.redis_url or "redis://127.0.0.1:6379/0")
+        click.echo(text)
+        sys.exit(0 if ok else 1)
+    if not settings.redis_url:
+        click.echo("error: mediator worker needs --redis-url / MEDIATOR_REDIS_URL", err=True)
+        sys.exit(2)
+    from mediator.ops import logs
+
+    logs.configure(settings.log_level, settings.resolved_node_id)
+    asyncio.run(_run_worker(settings))
+
+
+async def _run_worker(settings: Settings) -> None:
+    from mediator.engine import Engine
+    from mediator.redis_conn import command_client
+    from workers.runner import Worker
+
+    redis = command_client(settings.redis_url)
+    engine = Engine(redis, shards=settings.worker_shards)
+    task = asyncio.create_task(Worker(settings, redis, engine).run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await redis.aclose()

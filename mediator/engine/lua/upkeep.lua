@@ -1,0 +1,65 @@
+-- upkeep: the time-based work of one queue that must happen even when nobody receives:
+-- promote due delayed messages, purge messages past retention, report dead-letter handovers
+-- left unfinished, and register when the next upkeep is due.
+-- KEYS[1..8] cfg, stream, inflight, receive counts, delayed, delayed bodies, ids, outbox
+-- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] most messages to touch
+-- ARGV[4] ms after which an outbox entry counts as abandoned
+-- Returns {1, now, next_due or -1, promoted, purged, <packed outbox entries>...}
+--         {-1}  no such queue
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local name, channel, limit, grace = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local ret = redis.call('HGET', cfg, 'ret')
+if not ret then return {-1} end
+local ret_ms = tonumber(ret) * 1000
+local now = now_ms()
+
+local promoted, purged = promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
+if promoted > 0 then wake(channel, name, promoted, -1, now) end
+
+-- Stream entries are in first-enqueue order except for promoted delayed messages, so the
+-- walk stops at the first live entry; a late expired one is purged when it is received.
+local head_t0 = nil
+local touched = 0
+while touched < limit do
+  local batch = redis.call('XRANGE', stream, '-', '+', 'COUNT', 100)
+  if #batch == 0 then break end
+  local stop = false
+  for _, e in ipairs(batch) do
+    local f = to_table(e[2])
+    if now - tonumber(f.z) >= ret_ms then
+      purge_entry(cfg, stream, inflight, rc, ids, e[1], f.i, #f.b)
+      purged = purged + 1
+      touched = touched + 1
+    else
+      head_t0 = tonumber(f.z)
+      stop = true
+      break
+    end
+  end
+  if stop or #batch < 100 then break end
+end
+if redis.call('EXISTS', stream) == 1 then drop_stream_if_empty(stream, inflight, rc) end
+
+local out = {1, now, -1, promoted, purged}
+local next_due = nil
+local function consider(t) if t and (not next_due or t < next_due) then next_due = t end end
+consider(first_score(delayed))
+if head_t0 then consider(head_t0 + ret_ms) end
+if redis.call('HLEN', outbox) > 0 then
+  local scan = redis.call('HSCAN', outbox, 0, 'COUNT', 100)
+  local entries = scan[2]
+  for i = 2, #entries, 2 do
+    local e = cmsgpack.unpack(entries[i])
+    if now - tonumber(e[9]) >= grace then out[#out + 1] = entries[i] end
+  end
+  consider(now + grace)
+end
+if next_due then
+  if next_due < now then next_due = now end
+  redis.call('HSET', cfg, 'sched', string.format('%d', next_due))
+  out[3] = next_due
+else
+  redis.call('HDEL', cfg, 'sched')
+end
+return out

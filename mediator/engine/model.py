@@ -1,0 +1,142 @@
+"""The engine's value types: what a queue is configured with and what it hands out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    """A queue in a namespace: `mqs` for the HTTP queue API, others for DIDComm recipients."""
+
+    namespace: str
+    name: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.namespace}:{self.name}"
+
+    @classmethod
+    def parse(cls, qualified: str) -> QueueRef:
+        namespace, _, name = qualified.partition(":")
+        return cls(namespace, name)
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """A queue's settings. Limits (count, bytes, message bytes) are None when unlimited."""
+
+    retention_seconds: int
+    visibility_timeout_seconds: int
+    delay_seconds: int = 0
+    max_receives: int | None = None
+    dead_letter_queue: str | None = None  # name in the same namespace
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    max_message_bytes: int | None = None
+    will_queue: bool = True
+
+    def to_fields(self, namespace: str) -> tuple[dict[str, str], list[str]]:
+        """Config hash fields to set, and optional fields to clear."""
+        values: dict[str, str] = {
+            "ret": str(self.retention_seconds),
+            "vt": str(self.visibility_timeout_seconds),
+            "dly": str(self.delay_seconds),
+            "wq": "1" if self.will_queue else "0",
+        }
+        optional: dict[str, str | None] = {
+            "mr": None if self.max_receives is None else str(self.max_receives),
+            "dlq": None
+            if self.dead_letter_queue is None
+            else QueueRef(namespace, self.dead_letter_queue).qualified,
+            "lim_n": None if self.max_messages is None else str(self.max_messages),
+            "lim_b": None if self.max_bytes is None else str(self.max_bytes),
+            "lim_mb": None if self.max_message_bytes is None else str(self.max_message_bytes),
+        }
+        cleared = [k for k, v in optional.items() if v is None]
+        values.update({k: v for k, v in optional.items() if v is not None})
+        return values, cleared
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, str]) -> QueueConfig:
+        def opt(key: str) -> int | None:
+            return int(fields[key]) if key in fields else None
+
+        dlq = fields.get("dlq")
+        return cls(
+            retention_seconds=int(fields["ret"]),
+            visibility_timeout_seconds=int(fields["vt"]),
+            delay_seconds=int(fields.get("dly", "0")),
+            max_receives=opt("mr"),
+            dead_letter_queue=QueueRef.parse(dlq).name if dlq else None,
+            max_messages=opt("lim_n"),
+            max_bytes=opt("lim_b"),
+            max_message_bytes=opt("lim_mb"),
+            will_queue=fields.get("wq", "1") != "0",
+        )
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    name: str
+    config: QueueConfig
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class SendMessage:
+    body: bytes
+    content_type: str = "application/octet-stream"
+    content_encoding: str = ""
+    trace_id: str = ""
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message_ids: list[str]
+    visible: int
+    delayed: int
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    message_id: str
+    body: bytes
+    content_type: str
+    content_encoding: str
+    trace_id: str
+    published_ms: int
+    receives: int
+    visible_at_ms: int
+
+
+@dataclass(frozen=True)
+class ReceiveResult:
+    messages: list[ReceivedMessage]
+    now_ms: int
+    next_due_ms: int | None = None  # when nothing came back: the earliest deadline that may
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    now_ms: int
+    stored: int
+    in_flight: int
+    delayed: int
+    oldest_ms: int | None
+    bytes: int
+    sched_ms: int | None = None  # when the queue's upkeep is next due, as the queue records it
+
+    @property
+    def visible(self) -> int:
+        return self.stored - self.in_flight
+
+    @property
+    def messages(self) -> int:
+        return self.stored + self.delayed
+
+    @property
+    def oldest_age_seconds(self) -> float:
+        return 0.0 if self.oldest_ms is None else max(0, self.now_ms - self.oldest_ms) / 1000

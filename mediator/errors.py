@@ -1,0 +1,85 @@
+"""One error tree for the whole product, mapped to wire answers at the edge.
+
+    MediatorError
+    ├── ConfigError                 bad settings; the process refuses to start
+    ├── StorageError                Redis unreachable or answering something unexpected
+    │   └── EmbeddedServerError     the embedded server would not start
+    ├── QueueError                  a queue operation was refused
+    │   ├── QueueNotFound               (mqs 404)
+    │   ├── QueueExists                 (mqs 409)
+    │   ├── QueueInUse                  a dead letter queue of others (mqs 412)
+    │   ├── InvalidQueueConfig          (mqs 400)
+    │   ├── MessageNotFound             (mqs 404)
+    │   └── LimitExceeded               a queue limit refused a send (mqs 413)
+    └── RequestError                a malformed request (mqs 400, or `status` when set)
+
+The mqs layer turns each into its status code with a JSON body `{"error": "..."}`;
+the DIDComm layer (later) turns them into problem-report messages.
+"""
+
+from __future__ import annotations
+
+
+class MediatorError(Exception):
+    """Base of every error this product raises on purpose."""
+
+
+class ConfigError(MediatorError):
+    pass
+
+
+class StorageError(MediatorError):
+    pass
+
+
+class EmbeddedServerError(StorageError):
+    pass
+
+
+class QueueError(MediatorError):
+    pass
+
+
+class QueueNotFound(QueueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"queue {name!r} does not exist")
+        self.name = name
+
+
+class QueueExists(QueueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"queue {name!r} already exists")
+        self.name = name
+
+
+class QueueInUse(QueueError):
+    def __init__(self, name: str, users: list[str]) -> None:
+        super().__init__(
+            f"queue {name!r} is the dead letter queue of {', '.join(sorted(users))}"
+        )
+        self.name = name
+        self.users = users
+
+
+class InvalidQueueConfig(QueueError):
+    pass
+
+
+class MessageNotFound(QueueError):
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"message {message_id!r} does not exist")
+        self.message_id = message_id
+
+
+class LimitExceeded(QueueError):
+    """A send refused by a queue limit; nothing of the batch was stored."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RequestError(MediatorError):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status

@@ -1,0 +1,1 @@
+"""The mqs HTTP queue API on the queue engine."""

@@ -1,0 +1,1 @@
+"""What operators see: JSON logs, health endpoints, Prometheus metrics."""

@@ -1,0 +1,70 @@
+"""One JSON log line and one metrics sample per HTTP request."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mediator.ops.metrics import Metrics
+
+log = logging.getLogger("mediator.access")
+
+
+def route_template(path: str) -> str:
+    """The route a path belongs to, so metric labels stay few."""
+    parts = path.strip("/").split("/")
+    if parts[0] in ("queues", "messages") and len(parts) == 2:
+        return f"/{parts[0]}/{{{'name' if parts[0] == 'queues' else 'id'}}}"
+    if path in ("/queues", "/healthz", "/readyz", "/metrics", "/openapi.json", "/"):
+        return path
+    return "other"
+
+
+class RequestLog:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+        request_id = ""
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                request_id = value.decode(errors="replace")[:64]
+        request_id = request_id or uuid.uuid4().hex[:16]
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = route_template(scope["path"])
+            method = scope["method"]
+            if route not in ("/metrics", "/healthz", "/readyz"):
+                self.metrics.requests.labels(route, method, str(status)).inc()
+                self.metrics.duration.labels(route, method).observe(elapsed)
+                log.info(
+                    "request",
+                    extra={
+                        "request_id": request_id,
+                        "method": method,
+                        "path": scope["path"][:200],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 3),
+                    },
+                )

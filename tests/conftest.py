@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import redis
+from redis.asyncio import Redis
+
+from mediator.engine import Engine
+from mediator.redis_conn import command_client
+from tests.servers import Node, RedisUnderTest
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisUnderTest]:
+    server = RedisUnderTest()
+    server.start()
+    redis.Redis.from_url(server.url).flushall()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisUnderTest) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[Redis]:
+    client = command_client(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def engine(redis_client: Redis) -> Engine:
+    return Engine(redis_client, shards=16)
+
+
+@pytest.fixture
+def qname() -> str:
+    """A queue name no other test uses."""
+    return "t-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def node_a(redis_url: str) -> Iterator[Node]:
+    """A node that also runs the upkeep worker."""
+    node = Node(redis_url, MEDIATOR_WORKER_TICK_SECONDS="0.2", MEDIATOR_RECONCILE_SECONDS="1")
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="session")
+def node_b(redis_url: str) -> Iterator[Node]:
+    """A second node on the same Redis, without a worker."""
+    node = Node(redis_url, MEDIATOR_IN_PROCESS_WORKER="false")
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture
+async def http_a(node_a: Node) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=node_a.base, timeout=90) as client:
+        yield client
+
+
+@pytest.fixture
+async def http_b(node_b: Node) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=node_b.base, timeout=90) as client:
+        yield client

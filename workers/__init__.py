@@ -1,0 +1,1 @@
+"""Background upkeep processes: retention purge, delayed promotion, index cleaning."""
