@@ -21,7 +21,7 @@ def _settings_options(scope: str) -> Callable[[Callable[..., Any]], Callable[...
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for f in reversed(settings_fields(scope)):
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             flag = "--" + f.name.replace("_", "-")
             kwargs: dict[str, Any] = {
                 "envvar": env_name(f.name),

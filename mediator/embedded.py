@@ -100,7 +100,11 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                err = (
+                    self.process.stderr.read().decode(errors="replace")
+                    if self.process.stderr
+                    else ""
+                )
                 raise EmbeddedServerError(
                     f"{self.binary} exited with {self.process.returncode}: {err.strip()} "
                     f"(see {self.data_dir / 'server.log'})"

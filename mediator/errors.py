@@ -54,9 +54,7 @@ class QueueExists(QueueError):
 
 class QueueInUse(QueueError):
     def __init__(self, name: str, users: list[str]) -> None:
-        super().__init__(
-            f"queue {name!r} is the dead letter queue of {', '.join(sorted(users))}"
-        )
+        super().__init__(f"queue {name!r} is the dead letter queue of {', '.join(sorted(users))}")
         self.name = name
         self.users = users
 

@@ -99,7 +99,10 @@ class Node:
             **env,
         }
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="mediator-node-", suffix=".log", delete=False)
+        # Kept open for the life of the process, which writes its output there.
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix="mediator-node-", suffix=".log", delete=False
+        )
 
     def start(self, timeout: float = 20) -> Node:
         self.proc = subprocess.Popen(

@@ -7,8 +7,7 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage
-from mediator.engine import keys
+from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.errors import (
     InvalidQueueConfig,
     LimitExceeded,
@@ -42,7 +41,11 @@ async def test_send_receive_delete_round_trip_keeps_bytes_and_headers(engine: En
     assert len(got.messages) == 1
     m = got.messages[0]
     assert (m.message_id, m.body, m.content_type, m.content_encoding, m.trace_id) == (
-        sent.message_ids[0], body, "image/png", "gzip", "trace-1"
+        sent.message_ids[0],
+        body,
+        "image/png",
+        "gzip",
+        "trace-1",
     )
     assert m.receives == 1
     assert m.visible_at_ms - got.now_ms == 30_000
@@ -169,9 +172,7 @@ async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
     assert [m.message_id for m in (await engine.receive(dlq, 1)).messages] == [mid]
 
 
-async def test_retention_counts_from_first_enqueue_in_dead_letter_queue(
-    engine: Engine, qname: str
-):
+async def test_retention_counts_from_first_enqueue_in_dead_letter_queue(engine: Engine, qname: str):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
     await engine.create_queue(dlq, cfg(retention_seconds=2, visibility_timeout_seconds=0))
     await engine.create_queue(
@@ -197,7 +198,9 @@ async def test_upkeep_purges_expired_messages_without_a_receive(engine: Engine, 
     assert (stats.messages, stats.bytes, stats.sched_ms) == (0, 0, None)
 
 
-async def test_upkeep_promotes_due_delayed_messages(engine: Engine, redis_client: Redis, qname: str):
+async def test_upkeep_promotes_due_delayed_messages(
+    engine: Engine, redis_client: Redis, qname: str
+):
     ref = QueueRef(NS, qname)
     await engine.create_queue(ref, cfg(delay_seconds=1))
     await engine.send(ref, [msg(b"d")])

@@ -19,8 +19,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from mediator.engine import Engine, QueueRef
-from mediator.engine import keys
+from mediator.engine import Engine, QueueRef, keys
 from mediator.errors import QueueNotFound
 from mediator.ops.metrics import NAMESPACES
 from mediator.settings import Settings
@@ -114,7 +113,7 @@ class Worker:
             keys.upkeep_due(shard), "-inf", now_ms, start=0, num=DUE_BATCH
         )
         for raw in due:
-            await self.engine.upkeep(raw.decode())
+            await self.engine.upkeep(_text(raw))
 
     async def reconcile(self, shard: int) -> None:
         """Walk the shard's queues: repair the schedule index, drop stale entries, sum stats."""
@@ -130,7 +129,7 @@ class Worker:
                     break
                 start += len(names)
                 for raw in names:
-                    ref = QueueRef(namespace, raw.decode())
+                    ref = QueueRef(namespace, _text(raw))
                     if keys.shard_of(ref.qualified, self.shards) != shard:
                         continue
                     try:
@@ -150,15 +149,16 @@ class Worker:
                     totals["bytes"] += stats.bytes
                     if stats.oldest_ms is not None and (oldest < 0 or stats.oldest_ms < oldest):
                         oldest = stats.oldest_ms
-                    if stats.sched_ms is not None and await self.redis.zscore(
-                        due_key, ref.qualified
-                    ) is None:
+                    if (
+                        stats.sched_ms is not None
+                        and await self.redis.zscore(due_key, ref.qualified) is None
+                    ):
                         await self.redis.zadd(due_key, {ref.qualified: stats.sched_ms}, lt=True)
         await self._forget_moved(shard)
         now_ms = await self._redis_now_ms()
         await self.redis.hset(
             keys.shard_stats(shard),
-            mapping={**totals, "oldest_ms": oldest, "updated_ms": now_ms},
+            mapping={**totals, "oldest_ms": oldest, "updated_ms": now_ms},  # type: ignore[dict-item]
         )
 
     async def _forget_moved(self, shard: int) -> None:
@@ -181,3 +181,7 @@ class Worker:
             self.health_file.write_text(f"{time.time():.3f} {self.id} {len(self.owned)}\n")
         except OSError as exc:
             log.warning("cannot write health file %s: %s", self.health_file, exc)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

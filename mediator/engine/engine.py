@@ -85,9 +85,11 @@ class Engine:
         if result[0] == 0:
             raise QueueNotFound(ref.name)
         previous = _s(result[1])
-        new = QueueRef(ref.namespace, config.dead_letter_queue).qualified if (
-            config.dead_letter_queue is not None
-        ) else ""
+        new = (
+            QueueRef(ref.namespace, config.dead_letter_queue).qualified
+            if (config.dead_letter_queue is not None)
+            else ""
+        )
         if previous and previous != new:
             await self.redis.srem(keys.queue_keys(previous).refs, ref.qualified)
         if config.dead_letter_queue is not None and previous != new:
@@ -245,9 +247,9 @@ class Engine:
                 break
         if handovers:
             entries = await self.redis.hmget(qk.outbox, [mid for mid, _ in handovers])
-            for (mid, _), packed in zip(handovers, entries, strict=True):
-                if packed is not None:
-                    await self.hand_over(ref.qualified, bytes(packed))
+            for packed in entries:
+                if isinstance(packed, bytes):
+                    await self.hand_over(ref.qualified, packed)
         return ReceiveResult(messages=out, now_ms=now, next_due_ms=next_due)
 
     async def delete_message(self, namespace: str, message_id: str) -> None:
@@ -366,9 +368,7 @@ class Engine:
 
     async def _check_dead_letter_queue(self, ref: QueueRef, config: QueueConfig) -> None:
         if (config.dead_letter_queue is None) != (config.max_receives is None):
-            raise InvalidQueueConfig(
-                "a dead letter queue and max receives must be set together"
-            )
+            raise InvalidQueueConfig("a dead letter queue and max receives must be set together")
         if config.dead_letter_queue is None:
             return
         if config.dead_letter_queue == ref.name:

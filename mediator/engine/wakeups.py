@@ -132,6 +132,6 @@ class WakeHub:
                 backoff = min(backoff * 2, 2.0)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
                 with contextlib.suppress(Exception):
                     await client.aclose()

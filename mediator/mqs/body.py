@@ -43,7 +43,9 @@ def messages_from(
         boundary = multipart.boundary_from_content_type(ctype) if ctype else None
         if boundary is None:
             if len(body) > max_message_bytes:
-                raise TooLarge(f"message of {len(body)} bytes is over the limit of {max_message_bytes}")
+                raise TooLarge(
+                    f"message of {len(body)} bytes is over the limit of {max_message_bytes}"
+                )
             return [
                 SendMessage(
                     body=body,

@@ -26,12 +26,14 @@ _QUEUE_NAME = {"name": "name", "in": "path", "required": True,
                "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,80}$"}}  # fmt: skip
 _CONFIG_HEADERS = [
     _int_header("X-MQS-MAX-RECEIVES", 1, INT32_MAX, False,
-                "Receives before a message moves to the dead letter queue; needs X-MQS-DEAD-LETTER-QUEUE."),
+                "Receives before a message moves to the dead letter queue; "
+                "needs X-MQS-DEAD-LETTER-QUEUE."),
     {"name": "X-MQS-DEAD-LETTER-QUEUE", "in": "header", "required": False,
      "description": "An existing queue, not this one; needs X-MQS-MAX-RECEIVES.",
      "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,80}$"}},
     _int_header("X-MQS-RETENTION-SECONDS", 1, INT32_MAX, True,
-                "How long a message is kept, counted from its first enqueue (also in a dead letter queue)."),
+                "How long a message is kept, counted from its first enqueue "
+                "(also in a dead letter queue)."),
     _int_header("X-MQS-VISIBILITY-TIMEOUT-SECONDS", 0, INT32_MAX, True,
                 "How long a received message stays hidden."),
     _int_header("X-MQS-DELAY-SECONDS", 0, INT32_MAX, False,
@@ -44,7 +46,8 @@ _MSG_HEADERS = {
     "X-MQS-MESSAGE-VISIBLE-AT": {"schema": {"type": "string", "format": "date-time"}},
     "X-MQS-MESSAGE-COUNT": {"schema": {"type": "integer"}},
 }
-_AUTH = [{"bearer": []}]
+_BINARY = {"type": "string", "format": "binary"}
+_AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 def document() -> dict[str, Any]:
@@ -157,8 +160,8 @@ def document() -> dict[str, Any]:
                             "description": "Messages; an empty JSON array when there are none",
                             "headers": _MSG_HEADERS,
                             "content": {
-                                "multipart/mixed": {"schema": {"type": "string", "format": "binary"}},
-                                "*/*": {"schema": {"type": "string", "format": "binary"}},
+                                "multipart/mixed": {"schema": _BINARY},
+                                "*/*": {"schema": _BINARY},
                             },
                         },
                         "400": _err("A header did not validate"),
@@ -170,7 +173,7 @@ def document() -> dict[str, Any]:
                 "parameters": [{"name": "message_id", "in": "path", "required": True,
                                 "schema": {"type": "string"}}],
                 "delete": {
-                    "summary": "Delete a message by id (also after it moved to a dead letter queue)",
+                    "summary": "Delete a message by id (also once it moved to a dead letter queue)",
                     "responses": {"204": {"description": "Deleted"},
                                   "404": _err("No such message")},
                 },

@@ -131,7 +131,10 @@ async def get_queue(request: Request) -> Response:
 async def list_queues(request: Request) -> Response:
     ctx = _mqs(request)
     total = await ctx.engine.count_queues(NAMESPACE)
-    selected = ranges.select(request.headers.get("range"), total)
+    try:
+        selected = ranges.select(request.headers.get("range"), total)
+    except ranges.RangeNotSatisfiable as exc:
+        return responses.error(416, str(exc), {"Content-Range": ranges.content_range(None, total)})
     infos = [] if selected is None else await ctx.engine.list_queues(NAMESPACE, *selected)
     return JSONResponse(
         {"queues": [responses.queue_document(i) for i in infos]},

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from redis.asyncio import Redis
 
 from mediator.engine import keys
 
 NAMESPACES = ("mqs",)
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
@@ -75,7 +84,9 @@ class Metrics:
                 continue
             for key in totals:
                 totals[key] += fields.get(key, 0)
-            if fields.get("oldest_ms", -1) >= 0 and (oldest is None or fields["oldest_ms"] < oldest):
+            if fields.get("oldest_ms", -1) >= 0 and (
+                oldest is None or fields["oldest_ms"] < oldest
+            ):
                 oldest = fields["oldest_ms"]
             if stalest is None or fields["updated_ms"] < stalest:
                 stalest = fields["updated_ms"]

