@@ -74,6 +74,7 @@ def serve(**options: Any) -> None:
                 settings.data_dir,
                 binary=settings.redis_server_binary,
                 stream_node_max_bytes=settings.stream_node_max_bytes,
+                appendfsync=settings.appendfsync,
             )
             embedded.start()
             url = embedded.url

@@ -53,12 +53,18 @@ class EmbeddedServer:
         binary: str = "",
         port: int = 0,
         stream_node_max_bytes: int = 4096,
+        appendfsync: str = "everysec",
         lock: bool = True,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.binary = binary or default_binary()
         self.port = port or free_port()
         self.stream_node_max_bytes = stream_node_max_bytes
+        if appendfsync not in ("always", "everysec"):
+            raise EmbeddedServerError(
+                f"appendfsync must be always or everysec, not {appendfsync!r}"
+            )
+        self.appendfsync = appendfsync
         self._lock = lock
         self._lock_file: IO[str] | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -74,7 +80,7 @@ class EmbeddedServer:
             "--port", str(self.port),
             "--dir", str(self.data_dir),
             "--appendonly", "yes",
-            "--appendfsync", "everysec",
+            "--appendfsync", self.appendfsync,
             "--save", "",
             "--maxmemory-policy", "noeviction",
             "--stream-node-max-bytes", str(self.stream_node_max_bytes),

@@ -55,6 +55,13 @@ class Settings:
         default=4096,
         metadata=_opt("stream-node-max-bytes given to the embedded server."),
     )
+    appendfsync: str = field(
+        default="everysec",
+        metadata=_opt(
+            "When the embedded server fsyncs its append-only file: everysec (a crash of the "
+            "machine may lose the last second of accepted messages) or always (none).",
+        ),
+    )
     api_tokens: str = field(
         default="",
         metadata=_opt(

@@ -300,3 +300,18 @@ async def test_ids_of_another_namespace_or_garbage_are_not_found(engine: Engine,
         with pytest.raises(MessageNotFound):
             await engine.delete_message(NS, bad)
     assert await engine.delete_in_queue(ref, m.message_id)
+
+
+async def test_shorter_retention_applies_to_stored_messages_at_next_upkeep(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(retention_seconds=3600))
+    await engine.send(ref, [msg(b"a"), msg(b"b")])
+    await asyncio.sleep(1.05)
+    await engine.update_queue(ref, cfg(retention_seconds=1))
+    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    now_s, now_us = await redis_client.time()
+    assert await redis_client.zscore(due_key, ref.qualified) <= now_s * 1000 + now_us // 1000
+    await engine.upkeep(ref.qualified)
+    assert (await engine.stats(ref)).messages == 0

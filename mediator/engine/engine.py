@@ -84,6 +84,7 @@ class Engine:
         )
         if result[0] == 0:
             raise QueueNotFound(ref.name)
+        await self._schedule(ref.qualified, int(result[2]), lower_only=True)
         previous = _s(result[1])
         new = (
             QueueRef(ref.namespace, config.dead_letter_queue).qualified

@@ -165,10 +165,13 @@ async def send_messages(request: Request) -> Response:
 @endpoint
 async def receive_messages(request: Request) -> Response:
     ctx, ref = _mqs(request), _queue(request)
-    if not await ctx.engine.queue_exists(ref):
-        raise QueueNotFound(ref.name)
-    n = headers.integer(request.headers, headers.MAX_MESSAGES, 1, 1000, required=True)
-    wait = headers.integer(request.headers, headers.WAIT_TIME, 0, 60, required=False) or 0
+    try:
+        n = headers.integer(request.headers, headers.MAX_MESSAGES, 1, 1000, required=True)
+        wait = headers.integer(request.headers, headers.WAIT_TIME, 0, 60, required=False) or 0
+    except RequestError:
+        if not await ctx.engine.queue_exists(ref):  # the spec answers 404 before validating
+            raise QueueNotFound(ref.name) from None
+        raise
     assert n is not None
     result = await receive_waiting(
         ctx.engine,
