@@ -84,47 +84,39 @@ def start_binary_server(data_dir: Path, binary: str = "", port: int = 0) -> Embe
     return server
 
 
-class Node:
-    """One `mediator serve` process on a free loopback port."""
+class MediatorProcess:
+    """A `python -m mediator <command>` process with its output in a log file."""
 
-    def __init__(self, redis_url: str, **env: str) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "MEDIATOR_REDIS_URL": redis_url,
-            "MEDIATOR_PORT": str(self.port),
-            "MEDIATOR_HOST": "127.0.0.1",
-            "MEDIATOR_LOG_LEVEL": "warning",
-            **env,
-        }
+    command = "serve"
+
+    def __init__(self, env: dict[str, str], log_prefix: str) -> None:
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         # Kept open for the life of the process, which writes its output there.
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            prefix="mediator-node-", suffix=".log", delete=False
+            prefix=log_prefix, suffix=".log", delete=False
         )
 
-    def start(self, timeout: float = 20) -> Node:
+    def spawn(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mediator", "serve"],
+            [sys.executable, "-m", "mediator", self.command],
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"node exited: {Path(self.log.name).read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"node did not become ready: {Path(self.log.name).read_text()[-3000:]}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -136,3 +128,38 @@ class Node:
 
     def output(self) -> str:
         return Path(self.log.name).read_text()
+
+
+class Node(MediatorProcess):
+    """One `mediator serve` process on a free loopback port."""
+
+    def __init__(self, redis_url: str, **env: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__(
+            {
+                **os.environ,
+                "MEDIATOR_REDIS_URL": redis_url,
+                "MEDIATOR_PORT": str(self.port),
+                "MEDIATOR_HOST": "127.0.0.1",
+                "MEDIATOR_LOG_LEVEL": "warning",
+                **env,
+            },
+            "mediator-node-",
+        )
+
+    def start(self, timeout: float = 20) -> Node:
+        self.spawn()
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited: {self.output()[-3000:]}")
+            try:
+                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"node did not become ready: {self.output()[-3000:]}")

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +20,7 @@ import redis
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.redis_conn import command_client
-from tests.servers import RedisUnderTest
+from tests.servers import MediatorProcess, RedisUnderTest
 
 SHARDS = 8
 UPKEEP_DB = 7
@@ -30,59 +28,33 @@ LEASE_DB = 8
 CHECK_DB = 9
 
 
-class WorkerProcess:
+class WorkerProcess(MediatorProcess):
     """One `python -m mediator worker` process with its own health file and log."""
+
+    command = "worker"
 
     def __init__(self, redis_url: str, name: str, health_dir: Path, **env: str) -> None:
         self.name = name
         self.health_file = health_dir / f"{name}.health"
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")},
-            "MEDIATOR_REDIS_URL": redis_url,
-            "MEDIATOR_NODE_ID": name,
-            "MEDIATOR_WORKER_SHARDS": str(SHARDS),
-            "MEDIATOR_LEASE_SECONDS": "2",
-            "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
-            "MEDIATOR_RECONCILE_SECONDS": "1",
-            "MEDIATOR_WORKER_HEALTH_FILE": str(self.health_file),
-            "MEDIATOR_LOG_LEVEL": "info",
-            **env,
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open for the process)
-            prefix=f"mediator-worker-{name}-", suffix=".log", delete=False
+        super().__init__(
+            {
+                **{k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")},
+                "MEDIATOR_REDIS_URL": redis_url,
+                "MEDIATOR_NODE_ID": name,
+                "MEDIATOR_WORKER_SHARDS": str(SHARDS),
+                "MEDIATOR_LEASE_SECONDS": "2",
+                "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
+                "MEDIATOR_RECONCILE_SECONDS": "1",
+                "MEDIATOR_WORKER_HEALTH_FILE": str(self.health_file),
+                "MEDIATOR_LOG_LEVEL": "info",
+                **env,
+            },
+            f"mediator-worker-{name}-",
         )
 
     def start(self) -> WorkerProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mediator", "worker"],
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        self.spawn()
         return self
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def output(self) -> str:
-        return Path(self.log.name).read_text()
 
 
 def _db_url(server: RedisUnderTest, db: int) -> str:
