@@ -8,6 +8,7 @@ same table, so the flag, the variable and the default can never disagree. Tests 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 import os
 import socket
@@ -131,7 +132,7 @@ class Settings:
 
     # ------------------------------------------------------------------ helpers
 
-    @property
+    @functools.cached_property
     def tokens(self) -> frozenset[str]:
         return frozenset(t.strip() for t in self.api_tokens.split(",") if t.strip())
 
@@ -145,7 +146,7 @@ class Settings:
         except ValueError:
             return False
 
-    @property
+    @functools.cached_property
     def mqs_enabled(self) -> bool:
         """Without a token the mqs API is open, so it is only served on loopback."""
         return bool(self.tokens) or self.listens_on_loopback

@@ -164,7 +164,7 @@ async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
     (mid,) = (await engine.send(src, [msg(b"p")])).message_ids
     # The receive script alone, as if the node died before handing the message over.
     qk = keys.queue_keys(src.qualified)
-    r = await engine.scripts.call("receive", qk.all, [src.qualified, keys.WAKE_CHANNEL, 1, ""])
+    r = await engine.scripts.call("receive", qk.all, [src.qualified, keys.WAKE_CHANNEL, 1, "", 0])
     assert r[3] == 1
     assert await redis_client.hlen(qk.outbox) == 1
     await engine.upkeep(src.qualified, grace_ms=0)
@@ -255,6 +255,9 @@ async def test_deleting_a_queue_deletes_its_messages(
     await engine.delete_queue(ref, cascade=True)
     qk = keys.queue_keys(ref.qualified)
     assert await redis_client.exists(*qk.all, qk.refs) == 0
+    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    assert await redis_client.zscore(due_key, ref.qualified) is None
+    assert await redis_client.zscore(keys.registry(NS), ref.name) is None
     await engine.create_queue(ref, cfg())
     assert (await engine.receive(ref, 10)).messages == []
 
@@ -315,3 +318,32 @@ async def test_shorter_retention_applies_to_stored_messages_at_next_upkeep(
     assert await redis_client.zscore(due_key, ref.qualified) <= now_s * 1000 + now_us // 1000
     await engine.upkeep(ref.qualified)
     assert (await engine.stats(ref)).messages == 0
+
+
+async def test_wake_ups_are_published_only_while_a_long_poll_waits(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    pubsub = redis_client.pubsub()
+    await pubsub.subscribe(keys.WAKE_CHANNEL)
+    await pubsub.get_message(timeout=1)  # the subscribe confirmation
+
+    async def wake_ups() -> list[bytes]:
+        seen = []
+        while (m := await pubsub.get_message(timeout=0.3)) is not None:
+            if m["type"] == "message" and m["data"].startswith(ref.qualified.encode() + b" "):
+                seen.append(m["data"])
+        return seen
+
+    await engine.send(ref, [msg(b"nobody waits")])
+    await engine.receive(ref, 1)
+    assert await wake_ups() == []
+    assert (await engine.receive(ref, 1, wait_marker_ms=2000)).messages == []
+    await engine.send(ref, [msg(b"a"), msg(b"b")])
+    (wake,) = await wake_ups()
+    assert wake.split()[1:3] == [b"2", b"-1"]  # wake two waiters now
+    await asyncio.sleep(2.1)  # the marker expired with no waiter left
+    await engine.send(ref, [msg(b"c")])
+    assert await wake_ups() == []
+    await pubsub.aclose()

@@ -105,7 +105,10 @@ class Engine:
             if code == 0:
                 raise QueueNotFound(ref.name)
             if code == 1:
-                await self.redis.zrem(keys.registry(ref.namespace), ref.name)
+                pipe = self.redis.pipeline(transaction=False)
+                pipe.zrem(keys.registry(ref.namespace), ref.name)
+                pipe.zrem(keys.upkeep_due(keys.shard_of(ref.qualified, self.shards)), ref.qualified)
+                await pipe.execute()
                 if own := _s(result[1]):
                     await self.redis.srem(keys.queue_keys(own).refs, ref.qualified)
                 return
@@ -185,7 +188,7 @@ class Engine:
         for mid, m in zip(ids, messages, strict=True):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
         r = await self.scripts.call(
-            "send", [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids], args
+            "send", [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiting], args
         )
         code = int(r[0])
         if code == -1:
@@ -208,9 +211,18 @@ class Engine:
         return SendResult(message_ids=ids, visible=int(r[3]), delayed=int(r[4]))
 
     async def receive(
-        self, ref: QueueRef, max_messages: int, *, visibility_timeout_ms: int | None = None
+        self,
+        ref: QueueRef,
+        max_messages: int,
+        *,
+        visibility_timeout_ms: int | None = None,
+        wait_marker_ms: int = 0,
     ) -> ReceiveResult:
-        """Hand out up to `max_messages`, each hidden until its visibility deadline."""
+        """Hand out up to `max_messages`, each hidden until its visibility deadline.
+
+        `wait_marker_ms` > 0 says the caller will wait for wake-ups if nothing comes back:
+        sends publish wake-ups for this queue only while such a marker lives.
+        """
         qk = keys.queue_keys(ref.qualified)
         vt = "" if visibility_timeout_ms is None else str(visibility_timeout_ms)
         out: list[ReceivedMessage] = []
@@ -220,7 +232,7 @@ class Engine:
         while len(out) < max_messages:
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             r = await self.scripts.call(
-                "receive", qk.all, [ref.qualified, keys.WAKE_CHANNEL, want, vt]
+                "receive", qk.all, [ref.qualified, keys.WAKE_CHANNEL, want, vt, wait_marker_ms]
             )
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
@@ -271,6 +283,7 @@ class Engine:
     async def _delete_following(self, qualified: str, message_id: str) -> bool:
         deleted = False
         checked_index = False
+        followed = False
         shard = keys.shard_of(message_id, self.shards)
         for _ in range(MAX_DEAD_LETTER_HOPS):
             r = await self.scripts.call(
@@ -282,6 +295,7 @@ class Engine:
                 break
             if code == 2:
                 deleted = True  # it was in this queue's outbox: gone from here
+                followed = True
                 qualified = _s(r[1])
                 continue
             if checked_index:
@@ -291,7 +305,8 @@ class Engine:
             if target is None or _s(target) == qualified:
                 break
             qualified = _s(target)
-        if deleted or checked_index:
+        # Only a message that was dead-lettered can have a forwarding entry to forget.
+        if followed or checked_index:
             pipe = self.redis.pipeline(transaction=False)
             pipe.hdel(keys.moved(shard), message_id)
             pipe.zrem(keys.moved_expiry(shard), message_id)
@@ -309,7 +324,7 @@ class Engine:
         dk = keys.queue_keys(dlq)
         r = await self.scripts.call(
             "dead_letter_accept",
-            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids],
+            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiting],
             [dlq, keys.WAKE_CHANNEL, packed],
         )
         sk = keys.queue_keys(source)

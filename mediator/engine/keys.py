@@ -28,6 +28,7 @@ class QueueKeys:
     delayed_bodies: str
     ids: str
     outbox: str
+    waiting: str
     refs: str
 
     @property
@@ -41,6 +42,7 @@ class QueueKeys:
             self.delayed_bodies,
             self.ids,
             self.outbox,
+            self.waiting,
         ]
 
 
@@ -55,6 +57,7 @@ def queue_keys(qualified: str) -> QueueKeys:
         delayed_bodies=f"{tag}:dbody",
         ids=f"{tag}:ids",
         outbox=f"{tag}:dlqout",
+        waiting=f"{tag}:waiting",
         refs=f"{tag}:refs",
     )
 

@@ -22,10 +22,15 @@ async def receive_waiting(
 ) -> ReceiveResult:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
+    # The marker outlives the longest gap between two receives of this loop.
+    marker_ms = int((recheck_seconds + 3) * 1000) if wait_seconds > 0 else 0
     while True:
         with hub.waiting(ref.qualified) as woken:
             result = await engine.receive(
-                ref, max_messages, visibility_timeout_ms=visibility_timeout_ms
+                ref,
+                max_messages,
+                visibility_timeout_ms=visibility_timeout_ms,
+                wait_marker_ms=marker_ms,
             )
             remaining = deadline - loop.time()
             if result.messages or remaining <= 0:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
-import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,7 +40,7 @@ class RequestLog:
         for name, value in scope["headers"]:
             if name == b"x-request-id":
                 request_id = value.decode(errors="replace")[:64]
-        request_id = request_id or uuid.uuid4().hex[:16]
+        request_id = request_id or os.urandom(8).hex()
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -59,6 +59,7 @@ class RequestLog:
             if route not in ("/metrics", "/healthz", "/readyz"):
                 self.metrics.requests.labels(route, method, str(status)).inc()
                 self.metrics.duration.labels(route, method).observe(elapsed)
+            if route not in ("/metrics", "/healthz", "/readyz") and log.isEnabledFor(logging.INFO):
                 log.info(
                     "request",
                     extra={

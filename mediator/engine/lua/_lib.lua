@@ -37,8 +37,10 @@ local function drop_stream_if_empty(stream, inflight, rc)
   end
 end
 
--- Wake-up for long polls on every node: "<queue> <count visible now> <due ms or -1> <now ms>"
-local function wake(channel, name, count, due, now)
+-- Wake-up for long polls on every node: "<queue> <count visible now> <due ms or -1> <now ms>",
+-- published only while some long poll waits on the queue (its `waiting` marker exists).
+local function wake(waiting, channel, name, count, due, now)
+  if redis.call('EXISTS', waiting) == 0 then return end
   redis.call('PUBLISH', channel, name .. ' ' .. string.format('%d', count) .. ' '
     .. string.format('%d', due) .. ' ' .. string.format('%d', now))
 end

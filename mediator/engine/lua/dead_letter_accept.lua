@@ -1,12 +1,12 @@
 -- dead_letter_accept: take a dead-lettered message into this (dead letter) queue, keeping its
 -- id and first enqueue time; it becomes visible when its last visibility deadline passes.
 -- Idempotent: a message id already here is not added twice.
--- KEYS[1] cfg  KEYS[2] delayed  KEYS[3] delayed bodies  KEYS[4] ids
+-- KEYS[1] cfg  KEYS[2] delayed  KEYS[3] delayed bodies  KEYS[4] ids  KEYS[5] waiting marker
 -- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] packed outbox entry
 -- Returns {1, sched, retention seconds}  accepted (sched = new upkeep time or -1)
 --         {0, -1, retention seconds}     already here
 --         {-1}                           no such queue
-local cfg, delayed, dbody, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local cfg, delayed, dbody, ids, waiting = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local name, channel = ARGV[1], ARGV[2]
 local ret = redis.call('HGET', cfg, 'ret')
 if not ret then return {-1} end
@@ -19,5 +19,5 @@ redis.call('HSET', dbody, id, cmsgpack.pack({e[1], e[2], e[3], e[4], e[5], e[6]}
 redis.call('HSET', ids, id, 'd')
 redis.call('HINCRBY', cfg, 'bytes', #e[6])
 local sched = reschedule(cfg, visible_at)
-wake(channel, name, 0, visible_at, now)
+wake(waiting, channel, name, 0, visible_at, now)
 return {1, sched, tonumber(ret)}

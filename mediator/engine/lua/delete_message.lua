@@ -1,6 +1,6 @@
 -- delete_message: remove one message by id, wherever it is in the queue.
 -- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] receive counts  KEYS[5] delayed
--- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox
+-- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox  (KEYS[9] unused)
 -- ARGV[1] message id
 -- Returns {1}        deleted
 --         {0}        not in this queue

@@ -4,16 +4,18 @@
 -- receive that reaches max receives, the message is returned AND moved to the outbox of
 -- its dead letter queue, from where the caller hands it over (dead_letter_accept/settle).
 -- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] receive counts  KEYS[5] delayed
--- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox
+-- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox  KEYS[9] waiting marker
 -- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] n
 -- ARGV[4] visibility timeout in ms for this call, or '' for the queue's own
+-- ARGV[5] ms to keep the waiting marker when nothing is found ('0': the caller will not wait).
+--         Set in the same script that found the queue empty, so no later send misses it.
 -- Returns {1, now, next_due, count, <9 values per message>...}
 --   per message: id, body, content type, content encoding, trace id, first enqueue ms,
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
 --   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
 --         {-1}  no such queue
-local cfg, stream, inflight, rc, delayed, dbody, ids, outbox =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiting =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local c = redis.call('HMGET', cfg, 'vt', 'ret', 'mr', 'dlq')
 if not c[1] then return {-1} end
@@ -101,8 +103,10 @@ if got == 0 then
   local d = first_score(delayed)
   local i = first_score(inflight)
   if d and (not i or d < i) then out[3] = d elseif i then out[3] = i end
+  local marker_ms = tonumber(ARGV[5]) or 0
+  if marker_ms > 0 then redis.call('SET', waiting, '1', 'PX', marker_ms) end
 else
-  if vt_ms > 0 then wake(channel, name, 0, hidden_until, now) end
-  if promoted > got then wake(channel, name, promoted - got, -1, now) end
+  if vt_ms > 0 then wake(waiting, channel, name, 0, hidden_until, now) end
+  if promoted > got then wake(waiting, channel, name, promoted - got, -1, now) end
 end
 return out

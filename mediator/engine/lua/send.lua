@@ -1,5 +1,6 @@
 -- send: store messages in a queue, visible now or after the queue's delay.
 -- KEYS[1] cfg  KEYS[2] stream  KEYS[3] delayed  KEYS[4] delayed bodies  KEYS[5] ids
+-- KEYS[6] waiting marker (set while a long poll waits)
 -- ARGV[1] qualified queue name  ARGV[2] wake channel
 -- ARGV[3] k = number of config field/value pairs that follow; with k > 0 a missing queue is
 --         created with them (lazy creation)
@@ -11,7 +12,7 @@
 --         {-3, count}      the message count limit would be passed (count = current)
 --         {-4, bytes}      the size limit would be passed (bytes = current)
 --         {-5}             the queue refuses messages (will_queue false)
-local cfg, stream, delayed, dbody, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cfg, stream, delayed, dbody, ids, waiting = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local name, channel = ARGV[1], ARGV[2]
 local k = tonumber(ARGV[3])
 local first = 4 + 2 * k
@@ -59,8 +60,8 @@ local upkeep = now + tonumber(c[1]) * 1000
 if delay_ms > 0 and due < upkeep then upkeep = due end
 local sched = reschedule(cfg, upkeep)
 if delay_ms > 0 then
-  wake(channel, name, 0, due, now)
+  wake(waiting, channel, name, 0, due, now)
   return {1, now, sched, 0, n}
 end
-wake(channel, name, n, -1, now)
+wake(waiting, channel, name, n, -1, now)
 return {1, now, sched, n, 0}
