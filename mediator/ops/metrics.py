@@ -8,6 +8,7 @@ number of queues.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -61,9 +62,23 @@ class Metrics:
             "Age of the oldest per-shard total behind the queue gauges (workers refresh them).",
             registry=r,
         )
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self.waiters = Gauge(
             "mediator_long_poll_waiters", "Long-poll requests waiting on this node.", registry=r
         )
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Counts a request; label children are looked up once per label set."""
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(route, method, str(status)),
+                self.duration.labels(route, method),
+            )
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     async def refresh_queue_totals(self, redis: Redis, shards: int) -> None:
         pipe = redis.pipeline(transaction=False)

@@ -57,8 +57,7 @@ class RequestLog:
             method = scope["method"]
             route = route_template(method, scope["path"])
             if route not in ("/metrics", "/healthz", "/readyz"):
-                self.metrics.requests.labels(route, method, str(status)).inc()
-                self.metrics.duration.labels(route, method).observe(elapsed)
+                self.metrics.observe_request(route, method, status, elapsed)
             if route not in ("/metrics", "/healthz", "/readyz") and log.isEnabledFor(logging.INFO):
                 log.info(
                     "request",
