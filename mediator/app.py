@@ -98,11 +98,11 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
 
     app = Starlette(
         routes=[
+            *mqs_routes.routes,
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
             Route("/openapi.json", openapi_json),
-            *mqs_routes.routes,
         ],
         middleware=[Middleware(RequestLog, metrics=metrics_)],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},

@@ -7,8 +7,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError, TimeoutError
+from redis.backoff import NoBackoff
 
 try:
     import hiredis
@@ -38,8 +37,9 @@ def command_client(url: str, *, max_connections: int = 64) -> Redis:
         socket_connect_timeout=5,
         max_connections=max_connections,
         health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=1, base=0.05), 3),
-        retry_on_error=[ConnectionError, TimeoutError],
+        # No automatic retries: a script retried after a timeout could store a message twice.
+        # A failed call surfaces as an error (mqs answers 503) and the caller decides.
+        retry=Retry(NoBackoff(), 0),
     )
 
 

@@ -347,3 +347,13 @@ async def test_wake_ups_are_published_only_while_a_long_poll_waits(
     await engine.send(ref, [msg(b"c")])
     assert await wake_ups() == []
     await pubsub.aclose()
+
+
+async def test_scripts_are_reloaded_when_the_server_has_lost_them(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    await redis_client.script_flush()
+    sent = await engine.send(ref, [msg(b"after flush")])
+    assert [m.message_id for m in (await engine.receive(ref, 1)).messages] == sent.message_ids

@@ -7,12 +7,13 @@ into domain results and errors.
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 NAMES = (
     "send",
@@ -37,13 +38,20 @@ def source(name: str) -> str:
     return lib + "\n" + (folder / f"{name}.lua").read_text()
 
 
+@cache
+def sha(name: str) -> str:
+    return hashlib.sha1(source(name).encode()).hexdigest()
+
+
 class Scripts:
-    """The registered scripts of one Redis client."""
+    """The scripts of one Redis client, called by SHA and loaded when the server lacks them."""
 
     def __init__(self, redis: Redis) -> None:
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(source(name)) for name in NAMES
-        }
+        self._redis = redis
 
     async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return await self._scripts[name](keys=keys, args=args)
+        try:
+            return await self._redis.evalsha(sha(name), len(keys), *keys, *args)
+        except NoScriptError:
+            await self._redis.script_load(source(name))  # a restarted or new server
+            return await self._redis.evalsha(sha(name), len(keys), *keys, *args)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
@@ -37,8 +37,8 @@ def queue_document(info: QueueInfo, stats: QueueStats | None = None) -> dict[str
 
 
 def rfc3339(ms: int) -> str:
-    stamp = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 def message_headers(m: ReceivedMessage) -> dict[str, str]:

@@ -191,13 +191,14 @@ async def delete_message(request: Request) -> Response:
     return Response(status_code=204)
 
 
+# The message routes first: they carry nearly all traffic, and routes are tried in order.
 routes = [
+    Route("/messages/{name}", send_messages, methods=["POST"]),
+    Route("/messages/{name}", receive_messages, methods=["GET"]),
+    Route("/messages/{message_id}", delete_message, methods=["DELETE"]),
     Route("/queues", list_queues, methods=["GET"]),
     Route("/queues/{name}", create_queue, methods=["PUT"]),
     Route("/queues/{name}", update_queue, methods=["POST"]),
     Route("/queues/{name}", delete_queue, methods=["DELETE"]),
     Route("/queues/{name}", get_queue, methods=["GET"]),
-    Route("/messages/{name}", send_messages, methods=["POST"]),
-    Route("/messages/{name}", receive_messages, methods=["GET"]),
-    Route("/messages/{message_id}", delete_message, methods=["DELETE"]),
 ]
