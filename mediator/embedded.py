@@ -52,7 +52,7 @@ class EmbeddedServer:
         *,
         binary: str = "",
         port: int = 0,
-        stream_node_max_bytes: int = 4096,
+        stream_node_max_bytes: int = 1024,
         appendfsync: str = "everysec",
         lock: bool = True,
     ) -> None:

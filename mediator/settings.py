@@ -54,8 +54,12 @@ class Settings:
         ),
     )
     stream_node_max_bytes: int = field(
-        default=4096,
-        metadata=_opt("stream-node-max-bytes given to the embedded server.", scope="serve"),
+        default=1024,
+        metadata=_opt(
+            "stream-node-max-bytes given to the embedded server (1024: a queue holding one "
+            "1 KiB message costs 1.8 KB instead of 4.8 KB, at no measured throughput cost).",
+            scope="serve",
+        ),
     )
     appendfsync: str = field(
         default="everysec",
