@@ -68,7 +68,11 @@ class Engine:
         if not created:
             raise QueueExists(ref.name)
         if config.dead_letter_queue is not None:
-            await self._add_dead_letter_user(ref, config.dead_letter_queue)
+            try:
+                await self._add_dead_letter_user(ref, config.dead_letter_queue)
+            except InvalidQueueConfig:
+                await self.delete_queue(ref, cascade=True)  # refused: leave nothing behind
+                raise
         return await self.get_queue(ref)
 
     async def update_queue(self, ref: QueueRef, config: QueueConfig) -> QueueInfo:
