@@ -149,3 +149,40 @@ async def test_unknown_route_and_method_answer_json(http_a: httpx.AsyncClient):
     assert r.status_code == 404 and "error" in r.json()
     r = await http_a.patch("/queues/x")
     assert r.status_code == 405 and "error" in r.json()
+
+
+# The spec checks existence first, also before validating the dead letter queue.
+
+
+async def test_put_on_existing_queue_with_unknown_dead_letter_queue_is_409(
+    http_a: httpx.AsyncClient, qname: str
+):
+    await create(http_a, qname)
+    r = await http_a.put(
+        f"/queues/{qname}", headers=queue_headers(max_receives=3, dlq=qname + "-nope")
+    )
+    assert r.status_code == 409, r.text
+
+
+async def test_put_on_existing_queue_naming_itself_as_dead_letter_queue_is_409(
+    http_a: httpx.AsyncClient, qname: str
+):
+    await create(http_a, qname)
+    r = await http_a.put(f"/queues/{qname}", headers=queue_headers(max_receives=3, dlq=qname))
+    assert r.status_code == 409, r.text
+
+
+async def test_post_on_missing_queue_with_unknown_dead_letter_queue_is_404(
+    http_a: httpx.AsyncClient, qname: str
+):
+    r = await http_a.post(
+        f"/queues/{qname}", headers=queue_headers(max_receives=3, dlq=qname + "-nope")
+    )
+    assert r.status_code == 404, r.text
+
+
+async def test_delete_missing_queue_with_bad_cascade_header_is_404(
+    http_a: httpx.AsyncClient, qname: str
+):
+    r = await http_a.delete(f"/queues/{qname}", headers={"X-MQS-CASCADE": "maybe"})
+    assert r.status_code == 404, r.text

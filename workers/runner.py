@@ -39,7 +39,8 @@ class Worker:
         self.shards = settings.worker_shards
         self.owned: set[int] = set()
         self._last_reconcile: dict[int, float] = {}
-        self._suspect: set[str] = set()  # registry names with no queue, seen once
+        # Registry names with no queue behind them, per shard, as seen in the last pass.
+        self._suspect: dict[int, set[str]] = {}
         self.health_file = Path(settings.worker_health_file)
 
     async def run(self) -> None:
@@ -120,6 +121,8 @@ class Worker:
         totals = {"visible": 0, "in_flight": 0, "delayed": 0, "bytes": 0, "queues": 0}
         oldest = -1
         due_key = keys.upkeep_due(shard)
+        suspects_before = self._suspect.get(shard, set())
+        suspects: set[str] = set()
         for namespace in NAMESPACES:
             registry = keys.registry(namespace)
             start = 0
@@ -135,13 +138,12 @@ class Worker:
                     try:
                         stats = await self.engine.stats(ref)
                     except QueueNotFound:
-                        if ref.qualified in self._suspect:
+                        # Missing twice in a row: stale, not a create under way.
+                        if ref.qualified in suspects_before:
                             await self.redis.zrem(registry, ref.name)
-                            self._suspect.discard(ref.qualified)
                         else:
-                            self._suspect.add(ref.qualified)
+                            suspects.add(ref.qualified)
                         continue
-                    self._suspect.discard(ref.qualified)
                     totals["queues"] += 1
                     totals["visible"] += stats.visible
                     totals["in_flight"] += stats.in_flight
@@ -149,11 +151,9 @@ class Worker:
                     totals["bytes"] += stats.bytes
                     if stats.oldest_ms is not None and (oldest < 0 or stats.oldest_ms < oldest):
                         oldest = stats.oldest_ms
-                    if (
-                        stats.sched_ms is not None
-                        and await self.redis.zscore(due_key, ref.qualified) is None
-                    ):
+                    if stats.sched_ms is not None:  # repairs a missing or too late entry
                         await self.redis.zadd(due_key, {ref.qualified: stats.sched_ms}, lt=True)
+        self._suspect[shard] = suspects
         await self._forget_moved(shard)
         now_ms = await self._redis_now_ms()
         await self.redis.hset(

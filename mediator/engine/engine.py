@@ -15,6 +15,7 @@ from typing import Any
 
 import msgpack
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from mediator.engine import keys
 from mediator.engine.ids import new_message_id, origin_queue
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK = 100  # messages per receive script call: keeps every script short
 MAX_DEAD_LETTER_HOPS = 8
+OUTBOX_GRACE_MS = 5000  # a dead-lettered message still in the outbox after this is handed over
+MAX_RECEIVE_CALLS = 50  # bounds one receive when scripts keep stopping at their purge budget
 
 
 def _s(value: Any) -> str:
@@ -59,12 +62,16 @@ class Engine:
     # ------------------------------------------------------------------ queues
 
     async def create_queue(self, ref: QueueRef, config: QueueConfig) -> QueueInfo:
+        if await self.queue_exists(ref):  # 409 comes before any validation
+            await self._index(ref)
+            raise QueueExists(ref.name)
         await self._check_dead_letter_queue(ref, config)
         values, _ = config.to_fields(ref.namespace)
-        await self.redis.zadd(keys.registry(ref.namespace), {ref.name: 0})
         created = await self.scripts.call(
             "queue_create", [keys.queue_keys(ref.qualified).cfg], _flatten(values)
         )
+        # The registry is written after the queue: a delete racing us re-checks and re-adds.
+        await self._index(ref)
         if not created:
             raise QueueExists(ref.name)
         if config.dead_letter_queue is not None:
@@ -76,6 +83,8 @@ class Engine:
         return await self.get_queue(ref)
 
     async def update_queue(self, ref: QueueRef, config: QueueConfig) -> QueueInfo:
+        if not await self.queue_exists(ref):  # 404 comes before any validation
+            raise QueueNotFound(ref.name)
         await self._check_dead_letter_queue(ref, config)
         values, cleared = config.to_fields(ref.namespace)
         # Fields not settable through an update (limits) are kept as they are.
@@ -112,9 +121,10 @@ class Engine:
                 pipe = self.redis.pipeline(transaction=False)
                 pipe.zrem(keys.registry(ref.namespace), ref.name)
                 pipe.zrem(keys.upkeep_due(keys.shard_of(ref.qualified, self.shards)), ref.qualified)
-                await pipe.execute()
                 if own := _s(result[1]):
-                    await self.redis.srem(keys.queue_keys(own).refs, ref.qualified)
+                    pipe.srem(keys.queue_keys(own).refs, ref.qualified)
+                await pipe.execute()
+                await self._reindex_if_recreated(ref)
                 return
             users = [_s(u) for u in result[1:]]
             real = []
@@ -233,17 +243,23 @@ class Engine:
         handovers: list[tuple[str, str]] = []
         now = 0
         next_due: int | None = None
-        while len(out) < max_messages:
+        calls = 0
+        while len(out) < max_messages and calls < MAX_RECEIVE_CALLS:
+            calls += 1
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             r = await self.scripts.call(
-                "receive", qk.all, [ref.qualified, keys.WAKE_CHANNEL, want, vt, wait_marker_ms]
+                "receive",
+                qk.all,
+                [ref.qualified, keys.WAKE_CHANNEL, want, vt, wait_marker_ms, OUTBOX_GRACE_MS],
             )
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
             now = int(r[1])
-            count = int(r[3])
+            count, more, sched = int(r[3]), int(r[4]), int(r[5])
+            if sched >= 0:
+                await self._schedule(ref.qualified, sched, lower_only=True)
             for i in range(count):
-                f = r[4 + 9 * i : 13 + 9 * i]
+                f = r[6 + 9 * i : 15 + 9 * i]
                 out.append(
                     ReceivedMessage(
                         message_id=_s(f[0]),
@@ -258,15 +274,21 @@ class Engine:
                 )
                 if dlq := _s(f[8]):
                     handovers.append((_s(f[0]), dlq))
+            if more:
+                continue  # stopped at its purge budget: there may be more behind
             if count < want:
                 if not out and int(r[2]) >= 0:
                     next_due = int(r[2])
                 break
         if handovers:
-            entries = await self.redis.hmget(qk.outbox, [mid for mid, _ in handovers])
-            for packed in entries:
-                if isinstance(packed, bytes):
-                    await self.hand_over(ref.qualified, packed)
+            try:
+                entries = await self.redis.hmget(qk.outbox, [mid for mid, _ in handovers])
+                for packed in entries:
+                    if isinstance(packed, bytes) and not packed.startswith(b"x:"):
+                        await self.hand_over(ref.qualified, packed)
+            except RedisError as exc:
+                # The messages are received; the workers finish the hand-over from the outbox.
+                log.warning("dead-letter hand-over left to the workers: %s", exc)
         return ReceiveResult(messages=out, now_ms=now, next_due_ms=next_due)
 
     async def delete_message(self, namespace: str, message_id: str) -> None:
@@ -347,8 +369,10 @@ class Engine:
         pipe.hset(keys.moved(shard), message_id, dlq)
         pipe.zadd(keys.moved_expiry(shard), {message_id: forget_at})
         await pipe.execute()
-        settled = await self.scripts.call("dead_letter_settle", [sk.ids, sk.outbox], [message_id])
-        if not int(settled):
+        settled = int(
+            await self.scripts.call("dead_letter_settle", [sk.ids, sk.outbox], [message_id])
+        )
+        if settled == 0:
             # Deleted by id while it was being handed over: delete it where it landed.
             await self.scripts.call("delete_message", dk.all, [message_id])
 
@@ -385,6 +409,22 @@ class Engine:
             await self.redis.zadd(due_key, {qualified: int(current)}, lt=True)
 
     # ---------------------------------------------------------------- helpers
+
+    async def _index(self, ref: QueueRef) -> None:
+        await self.redis.zadd(keys.registry(ref.namespace), {ref.name: 0})
+
+    async def _reindex_if_recreated(self, ref: QueueRef) -> None:
+        """A queue of the same name created while we removed the old one's index entries
+        gets them back (creators write the queue first, the indexes second)."""
+        fields = await self.redis.hmget(keys.queue_keys(ref.qualified).cfg, ["sched", "dlq"])
+        if not await self.queue_exists(ref):
+            return
+        await self._index(ref)
+        sched, dlq = fields
+        if sched is not None:
+            await self._schedule(ref.qualified, int(sched), lower_only=True)
+        if dlq is not None:
+            await self.redis.sadd(keys.queue_keys(_s(dlq)).refs, ref.qualified)
 
     async def _check_dead_letter_queue(self, ref: QueueRef, config: QueueConfig) -> None:
         if (config.dead_letter_queue is None) != (config.max_receives is None):

@@ -113,8 +113,8 @@ async def update_queue(request: Request) -> Response:
 @endpoint
 async def delete_queue(request: Request) -> Response:
     ctx, ref = _mqs(request), _queue(request)
+    info = await ctx.engine.get_queue(ref)  # 404 comes before header validation
     cascade = headers.cascade(request.headers)
-    info = await ctx.engine.get_queue(ref)
     await ctx.engine.delete_queue(ref, cascade=cascade)
     return JSONResponse(responses.queue_document(info))
 

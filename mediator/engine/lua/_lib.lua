@@ -18,6 +18,11 @@ local function to_table(arr)
   return t
 end
 
+-- Changes the queue's byte count. Skips 0: Lua would send -0, which Redis 7.0 refuses.
+local function add_bytes(cfg, delta)
+  if delta ~= 0 then redis.call('HINCRBY', cfg, 'bytes', string.format('%d', delta)) end
+end
+
 local function ensure_stream(stream)
   if redis.call('EXISTS', stream) == 0 then
     redis.call('XGROUP', 'CREATE', stream, 'g', '0', 'MKSTREAM')
@@ -74,7 +79,7 @@ local function promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
       local m = cmsgpack.unpack(packed)
       if now - tonumber(m[5]) >= ret_ms then
         redis.call('HDEL', ids, id)
-        redis.call('HINCRBY', cfg, 'bytes', -#m[6])
+        add_bytes(cfg, -#m[6])
         purged = purged + 1
       else
         local sid = stream_add(stream, m)
@@ -93,5 +98,5 @@ local function purge_entry(cfg, stream, inflight, rc, ids, sid, msg_id, size)
   redis.call('ZREM', inflight, sid)
   redis.call('HDEL', rc, sid)
   redis.call('HDEL', ids, msg_id)
-  redis.call('HINCRBY', cfg, 'bytes', -size)
+  add_bytes(cfg, -size)
 end

@@ -4,8 +4,9 @@
 -- ARGV[1] message id
 -- Returns {1}        deleted
 --         {0}        not in this queue
---         {2, dlq}   it was on its way to dead letter queue `dlq` (removed from the outbox
---                    here; the caller deletes it there too)
+--         {2, dlq}   it was on its way to dead letter queue `dlq`: its outbox entry becomes a
+--                    tombstone `x:<ms>` and its id `x`, so that a hand-over under way learns of
+--                    the delete (dead_letter_settle); the caller deletes it there too
 local cfg, stream, inflight, rc, delayed, dbody, ids, outbox =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id = ARGV[1]
@@ -16,13 +17,14 @@ if loc == 'd' then
   redis.call('ZREM', delayed, id)
   redis.call('HDEL', dbody, id)
   redis.call('HDEL', ids, id)
-  if packed then redis.call('HINCRBY', cfg, 'bytes', -#cmsgpack.unpack(packed)[6]) end
+  if packed then add_bytes(cfg, -#cmsgpack.unpack(packed)[6]) end
   return {1}
 end
+if loc == 'x' then return {0} end
 if loc == 'o' then
   local packed = redis.call('HGET', outbox, id)
-  redis.call('HDEL', outbox, id)
-  redis.call('HDEL', ids, id)
+  redis.call('HSET', outbox, id, 'x:' .. string.format('%d', now_ms()))
+  redis.call('HSET', ids, id, 'x')
   if packed then return {2, cmsgpack.unpack(packed)[8]} end
   return {1}
 end

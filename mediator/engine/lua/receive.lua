@@ -9,7 +9,10 @@
 -- ARGV[4] visibility timeout in ms for this call, or '' for the queue's own
 -- ARGV[5] ms to keep the waiting marker when nothing is found ('0': the caller will not wait).
 --         Set in the same script that found the queue empty, so no later send misses it.
--- Returns {1, now, next_due, count, <9 values per message>...}
+-- ARGV[6] ms after which the workers hand over a dead-lettered message left in the outbox
+-- Returns {1, now, next_due, count, more, sched, <9 values per message>...}
+--   more: 1 when the script stopped at its budget of purged entries: call again at once
+--   sched: the queue's new upkeep time when dead-lettering brought it forward, else -1
 --   per message: id, body, content type, content encoding, trace id, first enqueue ms,
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
 --   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
@@ -28,11 +31,15 @@ local dlq = c[4]
 
 local promoted = promote(cfg, stream, delayed, dbody, ids, now, ret_ms, 100)
 
-local out = {1, now, -1, 0}
+local out = {1, now, -1, 0, 0, -1}
 local got = 0
 local hidden_until = now + vt_ms
+local examined = 0
+local BUDGET = 1000  -- entries looked at per call, purged ones included
+local outbox_grace = tonumber(ARGV[6]) or 5000
 
 local function deliver(sid, fields)
+  examined = examined + 1
   local f = to_table(fields)
   local size = #f.b
   if now - tonumber(f.z) >= ret_ms then
@@ -46,16 +53,17 @@ local function deliver(sid, fields)
     redis.call('XDEL', stream, sid)
     redis.call('ZREM', inflight, sid)
     redis.call('HDEL', rc, sid)
-    redis.call('HINCRBY', cfg, 'bytes', -size)
+    add_bytes(cfg, -size)
     redis.call('HSET', outbox, f.i,
       cmsgpack.pack({f.i, f.t, f.e, f.r, tonumber(f.z), f.b, hidden_until, dlq, now}))
     redis.call('HSET', ids, f.i, 'o')
+    out[6] = math.max(out[6], reschedule(cfg, now + outbox_grace))
     moved_to = dlq
   else
     redis.call('ZADD', inflight, hidden_until, sid)
   end
   got = got + 1
-  local base = 4 + 9 * (got - 1)
+  local base = 6 + 9 * (got - 1)
   out[base + 1] = f.i
   out[base + 2] = f.b
   out[base + 3] = f.t
@@ -85,9 +93,11 @@ if redis.call('EXISTS', stream) == 1 then
       end
     end
   end
-  local rounds = 0
-  while got < n and rounds < 10 do
-    rounds = rounds + 1
+  while got < n do
+    if examined >= BUDGET then
+      out[5] = 1
+      break
+    end
     local want = n - got
     local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', want, 'STREAMS', stream, '>')
     if not r then break end
@@ -99,7 +109,9 @@ if redis.call('EXISTS', stream) == 1 then
 end
 
 out[4] = got
-if got == 0 then
+if got == 0 and out[5] == 1 then
+  out[3] = now
+elseif got == 0 then
   local d = first_score(delayed)
   local i = first_score(inflight)
   if d and (not i or d < i) then out[3] = d elseif i then out[3] = i end

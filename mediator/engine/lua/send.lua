@@ -54,7 +54,7 @@ for i = 0, n - 1 do
     redis.call('HSET', ids, m[1], stream_add(stream, m))
   end
 end
-redis.call('HINCRBY', cfg, 'bytes', total)
+add_bytes(cfg, total)
 
 local upkeep = now + tonumber(c[1]) * 1000
 if delay_ms > 0 and due < upkeep then upkeep = due end

@@ -51,8 +51,19 @@ if redis.call('HLEN', outbox) > 0 then
   local scan = redis.call('HSCAN', outbox, 0, 'COUNT', 100)
   local entries = scan[2]
   for i = 2, #entries, 2 do
-    local e = cmsgpack.unpack(entries[i])
-    if now - tonumber(e[9]) >= grace then out[#out + 1] = entries[i] end
+    local value = entries[i]
+    if string.sub(value, 1, 2) == 'x:' then
+      -- A tombstone of a message deleted during its hand-over: kept long enough for any
+      -- hand-over under way to see it, then forgotten.
+      if now - tonumber(string.sub(value, 3)) >= 2 * grace then
+        redis.call('HDEL', outbox, entries[i - 1])
+        if redis.call('HGET', ids, entries[i - 1]) == 'x' then
+          redis.call('HDEL', ids, entries[i - 1])
+        end
+      end
+    elseif now - tonumber(cmsgpack.unpack(value)[9]) >= grace then
+      out[#out + 1] = value
+    end
   end
   consider(now + grace)
 end
