@@ -240,7 +240,7 @@ class Engine:
         qk = keys.queue_keys(ref.qualified)
         vt = "" if visibility_timeout_ms is None else str(visibility_timeout_ms)
         out: list[ReceivedMessage] = []
-        handovers: list[tuple[str, str]] = []
+        dead_lettered: list[str] = []  # ids this call moved to a dead letter queue
         now = 0
         next_due: int | None = None
         calls = 0
@@ -272,17 +272,17 @@ class Engine:
                         visible_at_ms=int(f[7]),
                     )
                 )
-                if dlq := _s(f[8]):
-                    handovers.append((_s(f[0]), dlq))
+                if f[8]:
+                    dead_lettered.append(_s(f[0]))
             if more:
                 continue  # stopped at its purge budget: there may be more behind
             if count < want:
                 if not out and int(r[2]) >= 0:
                     next_due = int(r[2])
                 break
-        if handovers:
+        if dead_lettered:
             try:
-                entries = await self.redis.hmget(qk.outbox, [mid for mid, _ in handovers])
+                entries = await self.redis.hmget(qk.outbox, dead_lettered)
                 for packed in entries:
                     if isinstance(packed, bytes) and not packed.startswith(b"x:"):
                         await self.hand_over(ref.qualified, packed)
