@@ -20,10 +20,12 @@ async def receive_waiting(
     recheck_seconds: float = 2.0,
     visibility_timeout_ms: int | None = None,
 ) -> ReceiveResult:
+    if wait_seconds <= 0:  # a plain receive: no waiter to register
+        return await engine.receive(ref, max_messages, visibility_timeout_ms=visibility_timeout_ms)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
     # The marker outlives the longest gap between two receives of this loop.
-    marker_ms = int((recheck_seconds + 3) * 1000) if wait_seconds > 0 else 0
+    marker_ms = int((recheck_seconds + 3) * 1000)
     while True:
         with hub.waiting(ref.qualified) as woken:
             result = await engine.receive(
