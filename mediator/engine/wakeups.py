@@ -1,6 +1,7 @@
 """Long-poll wake-ups across nodes: one pub/sub connection per node, waiters in process.
 
-Scripts publish `<queue> <count> <due> <now>` on one channel. `count` wakes that many local
+While a long poll waits on a queue (its `waiting` marker, set by the receive that found it
+empty), scripts publish `<queue> <count> <due> <now>` on one channel. `count` wakes that many local
 waiters of the queue (first come, first woken); `due` (Redis time, ms) arms a timer that wakes
 them all when a delayed or in-flight message becomes visible. Pub/sub may drop a message, so
 every waiter also re-reads its queue on its own deadline, and all are woken when the
