@@ -11,10 +11,16 @@
     │   ├── InvalidQueueConfig          (mqs 400)
     │   ├── MessageNotFound             (mqs 404)
     │   └── LimitExceeded               a queue limit refused a send (mqs 413)
-    └── RequestError                a malformed request (mqs 400, or `status` when set)
+    ├── RequestError                a malformed request (mqs 400, or `status` when set)
+    └── DidcommError                a DIDComm message could not be honoured
+        ├── EnvelopeError               not a readable envelope for us (HTTP 400, nothing
+        │                               can be decrypted, so no problem-report)
+        ├── InvalidKey                  not a base58 Ed25519 verkey nor a did:key
+        └── ProblemReport               answered with a problem-report (`code`, `description`)
 
 The mqs layer turns each into its status code with a JSON body `{"error": "..."}`;
-the DIDComm layer (later) turns them into problem-report messages.
+the DIDComm layer turns them into problem-report messages when it knows whom to answer,
+and into HTTP 4xx JSON answers when it does not.
 """
 
 from __future__ import annotations
@@ -81,3 +87,24 @@ class RequestError(MediatorError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+class DidcommError(MediatorError):
+    pass
+
+
+class EnvelopeError(DidcommError):
+    """The bytes are not an envelope we can open: malformed, or for keys we do not hold."""
+
+
+class InvalidKey(DidcommError):
+    pass
+
+
+class ProblemReport(DidcommError):
+    """Refuse a message with a problem-report; `code` is a short machine-readable reason."""
+
+    def __init__(self, code: str, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
