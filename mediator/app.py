@@ -15,14 +15,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mediator.didcomm.identity import load_identity
+from mediator.didcomm.threads import ThreadBook
 from mediator.engine import Engine
 from mediator.engine.wakeups import WakeHub
+from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.store import MediationStore
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
 from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
+from mediator.protocols.context import Services
 from mediator.redis_conn import command_client, subscriber_client
 from mediator.settings import Settings
+from mediator.transport import routes as didcomm_routes
+from mediator.transport.inbound import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +80,16 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         await hub.start()
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
+        services = Services(
+            settings=settings,
+            engine=engine,
+            hub=hub,
+            identity=await load_identity(redis, settings.key_seed),
+            store=MediationStore(redis),
+            mailbox=Mailbox(engine, settings),
+            threads=ThreadBook(redis, settings.thread_state_seconds),
+        )
+        app.state.didcomm = Pipeline(services)
         worker_task = None
         if settings.in_process_worker:
             from workers.runner import Worker
@@ -98,6 +115,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
 
     app = Starlette(
         routes=[
+            *didcomm_routes.routes,
             *mqs_routes.routes,
             Route("/healthz", healthz),
             Route("/readyz", readyz),

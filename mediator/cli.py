@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import signal
 import sys
 from collections.abc import Callable
@@ -124,6 +125,52 @@ def worker(check: bool, **options: Any) -> None:
 
     logs.configure(settings.log_level, settings.resolved_node_id)
     asyncio.run(_run_worker(settings))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the whole invitation as JSON.")
+@_settings_options("invitation")
+def invitation(as_json: bool, **options: Any) -> None:
+    """Print the mediator's Out-of-Band invitation URL, for wallets to connect with.
+
+    With --redis-url or --key-seed it is computed here; otherwise it is asked of the node
+    running at --endpoint (default http://127.0.0.1:8080).
+    """
+    settings = _build(options)
+    try:
+        data = asyncio.run(_invitation(settings))
+    except (MediatorError, OSError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(json.dumps(data, indent=2) if as_json else data["invitation_url"])
+
+
+async def _invitation(settings: Settings) -> dict[str, Any]:
+    from mediator.didcomm.identity import from_seed_setting, load_identity
+    from mediator.didcomm.invitation import invitation, invitation_url
+    from mediator.didcomm.keys import KeyPair
+
+    if not settings.redis_url and not settings.key_seed:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=10) as client:
+            response = await client.get(settings.public_endpoint.rstrip("/") + "/invitation")
+            response.raise_for_status()
+            answer: dict[str, Any] = response.json()
+            return answer
+    identity: KeyPair
+    if settings.key_seed:
+        identity = from_seed_setting(settings.key_seed)
+    else:
+        from mediator.redis_conn import command_client
+
+        redis = command_client(settings.redis_url)
+        try:
+            identity = await load_identity(redis, "")
+        finally:
+            await redis.aclose()
+    oob = invitation(identity, settings.public_endpoint, settings.label)
+    return {"invitation_url": invitation_url(settings.public_endpoint, oob), "invitation": oob}
 
 
 async def _run_worker(settings: Settings) -> None:

@@ -78,9 +78,10 @@ class MessageNotFound(QueueError):
 class LimitExceeded(QueueError):
     """A send refused by a queue limit; nothing of the batch was stored."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind  # message_size, count, size or will_queue
 
 
 class RequestError(MediatorError):
@@ -102,9 +103,14 @@ class InvalidKey(DidcommError):
 
 
 class ProblemReport(DidcommError):
-    """Refuse a message with a problem-report; `code` is a short machine-readable reason."""
+    """Refuse a message with a problem-report; `code` is a short machine-readable reason.
 
-    def __init__(self, code: str, description: str) -> None:
+    `status` is set when the refusal means a message was not accepted (a forward): HTTP then
+    answers with that status and a JSON body, so a sender learns it even when anonymous.
+    """
+
+    def __init__(self, code: str, description: str, *, status: int | None = None) -> None:
         super().__init__(description)
         self.code = code
         self.description = description
+        self.status = status

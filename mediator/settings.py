@@ -134,6 +134,107 @@ class Settings:
     )
     log_level: str = field(default="info", metadata=_opt("debug, info, warning or error."))
 
+    # ------------------------------------------------------------------ DIDComm
+    endpoint: str = field(
+        default="",
+        metadata=_opt(
+            "Public HTTP(S) URL of this mediator, given to agents in the invitation and the "
+            "mediation grant. Empty: http://<host>:<port>.",
+        ),
+    )
+    ws_endpoint: str = field(
+        default="",
+        metadata=_opt("Public WebSocket URL. Empty: the endpoint with ws(s):// instead."),
+    )
+    label: str = field(default="Mediator", metadata=_opt("Name shown to agents in invitations."))
+    key_seed: str = field(
+        default="",
+        metadata=_opt(
+            "32-byte seed (64 hex characters) of the mediator's Ed25519 key. Empty: a seed is "
+            "made once and kept in Redis, so every node shares the key.",
+        ),
+    )
+    allow_plaintext: bool = field(
+        default=False,
+        metadata=_opt(
+            "Accept unencrypted JSON messages (application/json) for forward, noop and trust "
+            "ping. Connection-bound messages always need authcrypt.",
+            scope="serve",
+        ),
+    )
+    mediation_open: bool = field(
+        default=True,
+        metadata=_opt("Grant mediation to any connection that asks (else: only the allowlist)."),
+    )
+    mediation_allowlist: str = field(
+        default="",
+        metadata=_opt(
+            "Comma-separated connection keys (base58 or did:key) granted mediation when "
+            "--mediation-open is off.",
+        ),
+    )
+    max_envelope_bytes: int = field(
+        default=2 * 1024 * 1024,
+        metadata=_opt("Largest DIDComm envelope accepted over HTTP or WebSocket.", scope="serve"),
+    )
+    delivery_timeout_seconds: int = field(
+        default=30,
+        metadata=_opt(
+            "A delivered message that is not acknowledged (messages-received) within this "
+            "time is offered again.",
+        ),
+    )
+    max_delivery_limit: int = field(
+        default=100,
+        metadata=_opt("Most messages handed out by one delivery-request, batch or fetch."),
+    )
+    implicit_pickup_delay_seconds: float = field(
+        default=0.5,
+        metadata=_opt(
+            "How long a WebSocket waits for an explicit pickup message before a return_route "
+            "'all' message starts the implicit drain of its queue.",
+            scope="serve",
+        ),
+    )
+    thread_state_seconds: int = field(
+        default=86400,
+        metadata=_opt("How long per-thread sender orders (RFC 0008) are kept after last use."),
+    )
+    queue_message_count_limit: int = field(
+        default=10_000,
+        metadata=_opt("Default most messages queued per recipient connection (0: no limit)."),
+    )
+    queue_message_count_max: int = field(
+        default=100_000,
+        metadata=_opt("Most a recipient may ask for with status-update-request (0: no maximum)."),
+    )
+    queue_size_limit: int = field(
+        default=100 * 1024 * 1024,
+        metadata=_opt("Default most bytes queued per recipient (0: no limit)."),
+    )
+    queue_size_max: int = field(
+        default=1024 * 1024 * 1024,
+        metadata=_opt("Most bytes a recipient may ask for (0: no maximum)."),
+    )
+    queue_message_size_limit: int = field(
+        default=1024 * 1024,
+        metadata=_opt("Default largest single queued message in bytes (0: no limit)."),
+    )
+    queue_message_size_max: int = field(
+        default=2 * 1024 * 1024,
+        metadata=_opt("Largest single message a recipient may ask for (0: no maximum)."),
+    )
+    queue_duration_limit: int = field(
+        default=30 * 86400,
+        metadata=_opt(
+            "Default seconds a message may wait undelivered before it expires (0: no limit)."
+        ),
+    )
+    queue_duration_max: int = field(
+        default=90 * 86400,
+        metadata=_opt("Longest duration_limit a recipient may ask for (0: no maximum)."),
+    )
+
     # ------------------------------------------------------------------ helpers
 
     @functools.cached_property
@@ -154,6 +255,17 @@ class Settings:
     def mqs_enabled(self) -> bool:
         """Without a token the mqs API is open, so it is only served on loopback."""
         return bool(self.tokens) or self.listens_on_loopback
+
+    @property
+    def public_endpoint(self) -> str:
+        return self.endpoint or f"http://{self.host}:{self.port}"
+
+    @property
+    def public_ws_endpoint(self) -> str:
+        if self.ws_endpoint:
+            return self.ws_endpoint
+        http = self.public_endpoint
+        return "ws" + http[4:] if http.startswith("http") else http
 
     @property
     def resolved_node_id(self) -> str:

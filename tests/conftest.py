@@ -63,6 +63,22 @@ def node_b(redis_url: str) -> Iterator[Node]:
     node.stop()
 
 
+@pytest.fixture(scope="session")
+def dc_node(redis_url: str) -> Iterator[Node]:
+    """A node for the DIDComm suites: short delivery deadline and implicit-pickup grace, so
+    re-offers and drains happen within a test; plaintext allowed for the plaintext tests."""
+    node = Node(
+        redis_url,
+        MEDIATOR_DELIVERY_TIMEOUT_SECONDS="2",
+        MEDIATOR_IMPLICIT_PICKUP_DELAY_SECONDS="0.3",
+        MEDIATOR_WORKER_TICK_SECONDS="0.2",
+        MEDIATOR_ALLOW_PLAINTEXT="true",
+    )
+    node.start()
+    yield node
+    node.stop()
+
+
 @pytest.fixture
 async def http_a(node_a: Node) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=node_a.base, timeout=90) as client:

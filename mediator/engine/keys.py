@@ -98,3 +98,34 @@ def workers() -> str:
 def shard_stats(shard: int) -> str:
     """Hash of a shard's queue totals, written by the worker that holds its lease."""
     return f"{PREFIX}:stats:{shard}"
+
+
+# ------------------------------------------------------------------ DIDComm state
+# A connection's keys share the hash tag `{c:<connection verkey>}`; its queue is the engine
+# queue `didcomm:<connection verkey>`. Routes (recipient key -> connection) are global keys
+# used by single-key commands only.
+
+DIDCOMM_NAMESPACE = "didcomm"
+DIDCOMM_PREFIX = "dc"
+
+
+@dataclass(frozen=True)
+class ConnectionKeys:
+    record: str  # hash: mediation state, times, flags
+    keylist: str  # sorted set (scores 0: name order) of the recipient keys it registered
+    threads: str  # hash: per-thread sender orders (RFC 0008), with a sliding expiry
+
+
+def connection_keys(verkey: str) -> ConnectionKeys:
+    tag = f"{DIDCOMM_PREFIX}:{{c:{verkey}}}"
+    return ConnectionKeys(record=f"{tag}:conn", keylist=f"{tag}:keys", threads=f"{tag}:thr")
+
+
+def route(recipient_key: str) -> str:
+    """String: recipient key (base58) -> the connection verkey that registered it."""
+    return f"{DIDCOMM_PREFIX}:route:{recipient_key}"
+
+
+def mediator_identity() -> str:
+    """Hash holding the mediator's key seed, written once (HSETNX) and shared by all nodes."""
+    return f"{DIDCOMM_PREFIX}:identity"

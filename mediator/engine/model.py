@@ -128,6 +128,10 @@ class QueueStats:
     oldest_ms: int | None
     bytes: int
     sched_ms: int | None = None  # when the queue's upkeep is next due, as the queue records it
+    last_added_ms: int | None = None
+    last_delivered_ms: int | None = None
+    last_removed_ms: int | None = None
+    newest_ms: int | None = None  # the newest enqueue time of any stored or delayed message
 
     @property
     def visible(self) -> int:
@@ -140,3 +144,16 @@ class QueueStats:
     @property
     def oldest_age_seconds(self) -> float:
         return 0.0 if self.oldest_ms is None else max(0, self.now_ms - self.oldest_ms) / 1000
+
+
+@dataclass(frozen=True)
+class TagStats:
+    """The messages of one queue forwarded to one recipient key (Pickup 2.0 recipient_key)."""
+
+    now_ms: int
+    messages: int
+    visible: int
+    bytes: int
+    oldest_ms: int | None
+    newest_ms: int | None
+    complete: bool  # False when the scan stopped at its bound

@@ -28,6 +28,10 @@ NAMES = (
     "queue_stats",
     "upkeep",
     "lease",
+    "receive_filtered",
+    "tag_stats",
+    "release",
+    "queue_limits",
 )
 
 

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 
 from mediator.engine import keys
 
-NAMESPACES = ("mqs",)
+NAMESPACES = ("mqs", "didcomm")
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 

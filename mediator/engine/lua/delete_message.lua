@@ -18,6 +18,7 @@ if loc == 'd' then
   redis.call('HDEL', dbody, id)
   redis.call('HDEL', ids, id)
   if packed then add_bytes(cfg, -#cmsgpack.unpack(packed)[6]) end
+  redis.call('HSET', cfg, 'lr', string.format('%d', now_ms()))
   return {1}
 end
 if loc == 'x' then return {0} end
@@ -38,4 +39,5 @@ end
 local f = to_table(entry[1][2])
 purge_entry(cfg, stream, inflight, rc, ids, loc, id, #f.b)
 drop_stream_if_empty(stream, inflight, rc)
+redis.call('HSET', cfg, 'lr', string.format('%d', now_ms()))
 return {1}

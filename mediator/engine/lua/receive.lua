@@ -109,6 +109,7 @@ if redis.call('EXISTS', stream) == 1 then
 end
 
 out[4] = got
+if got > 0 then redis.call('HSET', cfg, 'ld', string.format('%d', now)) end
 if got == 0 and out[5] == 1 then
   out[3] = now
 elseif got == 0 then

@@ -55,6 +55,7 @@ for i = 0, n - 1 do
   end
 end
 add_bytes(cfg, total)
+redis.call('HSET', cfg, 'la', string.format('%d', now))
 
 local upkeep = now + tonumber(c[1]) * 1000
 if delay_ms > 0 and due < upkeep then upkeep = due end

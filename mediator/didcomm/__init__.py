@@ -1,0 +1,1 @@
+"""The DIDComm v1 core: keys, envelopes, messages and threading, problem reports."""

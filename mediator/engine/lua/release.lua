@@ -1,0 +1,22 @@
+-- release: make handed-out messages visible again at once (a socket that carried them
+-- closed before they were acknowledged). Their in-flight score becomes their enqueue time,
+-- so they come back in order. Unknown, delayed or already visible ids are skipped.
+-- KEYS[1] inflight  KEYS[2] ids  KEYS[3] waiting marker
+-- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3..] message ids
+-- Returns the number released.
+local inflight, ids, waiting = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+local released = 0
+for i = 3, #ARGV do
+  local sid = redis.call('HGET', ids, ARGV[i])
+  if sid and string.find(sid, '-', 1, true) then
+    local score = redis.call('ZSCORE', inflight, sid)
+    if score and tonumber(score) > now then
+      local t = tonumber(string.match(sid, '^(%d+)'))
+      redis.call('ZADD', inflight, math.min(t, now), sid)
+      released = released + 1
+    end
+  end
+end
+if released > 0 then wake(waiting, ARGV[2], ARGV[1], released, -1, now) end
+return released

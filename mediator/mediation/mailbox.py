@@ -1,0 +1,175 @@
+"""A connection's mailbox: its engine queue, seen through the pickup and queue protocols.
+
+One queue per recipient connection (`didcomm:<connection verkey>`), so the connection's
+limits are enforced atomically by the queue's send script. Each message remembers the
+recipient key it was forwarded to (the engine's trace id field), which is what Pickup 2.0's
+`recipient_key` filters on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mediator.engine import Engine
+from mediator.engine.keys import DIDCOMM_NAMESPACE
+from mediator.engine.model import QueueRef, QueueStats, ReceivedMessage, SendMessage
+from mediator.errors import QueueExists, QueueNotFound
+from mediator.mediation.limits import QueueLimits
+from mediator.settings import Settings
+
+ENVELOPE_TYPE = "application/didcomm-envelope-enc"
+
+
+def queue_of(connection: str) -> QueueRef:
+    return QueueRef(DIDCOMM_NAMESPACE, connection)
+
+
+@dataclass(frozen=True)
+class MailboxStatus:
+    now_ms: int
+    waiting: int  # what a delivery-request would hand out now
+    stored: int  # everything not yet acknowledged, handed out or not
+    bytes: int
+    oldest_ms: int | None
+    newest_ms: int | None
+    last_added_ms: int | None = None
+    last_delivered_ms: int | None = None
+    last_removed_ms: int | None = None
+
+    @property
+    def longest_waited_seconds(self) -> int:
+        return 0 if self.oldest_ms is None else max(0, self.now_ms - self.oldest_ms) // 1000
+
+
+EMPTY_AT = MailboxStatus(0, 0, 0, 0, None, None)
+
+
+class Mailbox:
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    async def open(self, connection: str) -> None:
+        """Create the connection's queue with the operator's default limits (idempotent)."""
+        with contextlib.suppress(QueueExists):
+            await self.engine.create_queue(
+                queue_of(connection), QueueLimits.defaults(self.settings).to_config(self.settings)
+            )
+
+    async def enqueue(self, connection: str, envelope: bytes, recipient_key: str) -> str:
+        ref = queue_of(connection)
+        result = await self.engine.send(
+            ref,
+            [SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)],
+            create_with=QueueLimits.defaults(self.settings).to_config(self.settings),
+        )
+        return result.message_ids[0]
+
+    async def status(self, connection: str, recipient_key: str | None = None) -> MailboxStatus:
+        ref = queue_of(connection)
+        try:
+            if recipient_key is not None:
+                tagged = await self.engine.tag_stats(ref, recipient_key)
+                return MailboxStatus(
+                    now_ms=tagged.now_ms,
+                    waiting=tagged.visible,
+                    stored=tagged.messages,
+                    bytes=tagged.bytes,
+                    oldest_ms=tagged.oldest_ms,
+                    newest_ms=tagged.newest_ms,
+                )
+            stats = await self.engine.stats(ref)
+        except QueueNotFound:
+            now = await self.now_ms()
+            return MailboxStatus(now, 0, 0, 0, None, None)
+        return _status(stats)
+
+    async def deliver(
+        self,
+        connection: str,
+        limit: int,
+        *,
+        recipient_key: str | None = None,
+        since_ms: int | None = None,
+        wait_marker_ms: int = 0,
+    ) -> tuple[list[ReceivedMessage], int, int | None]:
+        """Hand out up to `limit` messages until the delivery deadline; also returns the
+        Redis time and, when nothing came back, the next time something may."""
+        ref = queue_of(connection)
+        vt = self.settings.delivery_timeout_seconds * 1000
+        try:
+            if recipient_key is None and since_ms is None:
+                result = await self.engine.receive(
+                    ref, limit, visibility_timeout_ms=vt, wait_marker_ms=wait_marker_ms
+                )
+            else:
+                result = await self.engine.receive_filtered(
+                    ref,
+                    limit,
+                    visibility_timeout_ms=vt,
+                    tag=recipient_key,
+                    min_enqueue_ms=since_ms,
+                    wait_marker_ms=wait_marker_ms,
+                )
+        except QueueNotFound:
+            return [], await self.now_ms(), None
+        return result.messages, result.now_ms, result.next_due_ms
+
+    async def acknowledge(self, connection: str, message_ids: Sequence[str]) -> int:
+        """Delete exactly these messages, if they are in this connection's own queue."""
+        ref = queue_of(connection)
+        deleted = 0
+        for message_id in message_ids:
+            try:
+                if await self.engine.delete_in_queue(ref, message_id):
+                    deleted += 1
+            except QueueNotFound:
+                break
+        return deleted
+
+    async def release(self, connection: str, message_ids: Sequence[str]) -> int:
+        if not message_ids:
+            return 0
+        try:
+            return await self.engine.release(queue_of(connection), message_ids)
+        except QueueNotFound:
+            return 0
+
+    async def now_ms(self) -> int:
+        seconds, micros = await self.engine.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def limits(self, connection: str) -> QueueLimits:
+        try:
+            info = await self.engine.get_queue(queue_of(connection))
+        except QueueNotFound:
+            return QueueLimits.defaults(self.settings)
+        return QueueLimits.from_config(info.config)
+
+    async def set_limits(self, connection: str, limits: QueueLimits) -> None:
+        await self.open(connection)
+        config = limits.to_config(self.settings)
+        await self.engine.set_limits(
+            queue_of(connection),
+            max_messages=config.max_messages,
+            max_bytes=config.max_bytes,
+            max_message_bytes=config.max_message_bytes,
+            retention_seconds=config.retention_seconds,
+            will_queue=config.will_queue,
+        )
+
+
+def _status(stats: QueueStats) -> MailboxStatus:
+    return MailboxStatus(
+        now_ms=stats.now_ms,
+        waiting=stats.visible,
+        stored=stats.messages,
+        bytes=stats.bytes,
+        oldest_ms=stats.oldest_ms,
+        newest_ms=stats.newest_ms,
+        last_added_ms=stats.last_added_ms,
+        last_delivered_ms=stats.last_delivered_ms,
+        last_removed_ms=stats.last_removed_ms,
+    )

@@ -1,0 +1,117 @@
+"""Connections, mediation grants, keylists and routes, kept in Redis so any node can answer.
+
+A connection is named by its verkey (the authcrypt sender key, until the handshake
+protocols arrive). A recipient key routes to exactly one connection: the first to register
+it keeps it, so nobody can take over another recipient's key. Registering writes the route
+first and the keylist second, and removing goes the other way round, so a crash in between
+leaves at worst a key that still routes to its owner and can be removed again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.exceptions import WatchError
+
+from mediator.engine import keys
+
+GRANTED = "granted"
+DENIED = "denied"
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class Connection:
+    verkey: str
+    state: str | None  # granted, denied, or None before any mediate-request
+    explicit_pickup: bool  # it has spoken a pickup or queue protocol: no implicit drains
+
+    @property
+    def granted(self) -> bool:
+        return self.state == GRANTED
+
+
+class MediationStore:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def connection(self, verkey: str) -> Connection:
+        fields = await self.redis.hmget(keys.connection_keys(verkey).record, ["state", "xp"])
+        state, xp = fields
+        return Connection(
+            verkey=verkey, state=None if state is None else _s(state), explicit_pickup=bool(xp)
+        )
+
+    async def set_state(self, verkey: str, state: str, now_ms: int) -> None:
+        await self.redis.hset(
+            keys.connection_keys(verkey).record, mapping={"state": state, "state_ms": now_ms}
+        )
+
+    async def mark_explicit_pickup(self, verkey: str) -> None:
+        await self.redis.hset(keys.connection_keys(verkey).record, "xp", "1")
+
+    async def add_key(self, connection: str, key: str) -> str:
+        """Register `key` for `connection`: success, no_change, or client_error (taken)."""
+        created = await self.redis.set(keys.route(key), connection, nx=True)
+        if not created:
+            owner = await self.redis.get(keys.route(key))
+            if owner is None:  # released in between: try once more
+                created = await self.redis.set(keys.route(key), connection, nx=True)
+                if not created:
+                    return "server_error"
+            elif _s(owner) != connection:
+                return "client_error"
+        added = await self.redis.zadd(keys.connection_keys(connection).keylist, {key: 0})
+        return "success" if created or added else "no_change"
+
+    async def remove_key(self, connection: str, key: str) -> str:
+        """Unregister `key`: success, or no_change when this connection does not hold it."""
+        removed = await self.redis.zrem(keys.connection_keys(connection).keylist, key)
+        released = await self._release_route(key, connection)
+        return "success" if removed or released else "no_change"
+
+    async def _release_route(self, key: str, connection: str) -> bool:
+        """Delete the route only if it is still this connection's (compare-and-delete)."""
+        route = keys.route(key)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for _ in range(5):
+                try:
+                    await pipe.watch(route)
+                    owner = await pipe.get(route)
+                    if owner is None or _s(owner) != connection:
+                        await pipe.unwatch()  # type: ignore[no-untyped-call]
+                        return False
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.delete(route)
+                    await pipe.execute()
+                    return True
+                except WatchError:
+                    continue
+        return False
+
+    async def keylist(self, connection: str, offset: int, limit: int) -> tuple[list[str], int]:
+        """One page of a connection's keys in name order, and how many it has in all."""
+        if limit <= 0:  # ZRANGE 0 -1 would be the whole list
+            return [], int(await self.redis.zcard(keys.connection_keys(connection).keylist))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(keys.connection_keys(connection).keylist, offset, offset + limit - 1)
+        pipe.zcard(keys.connection_keys(connection).keylist)
+        page, total = await pipe.execute()
+        return [_s(k) for k in page], int(total)
+
+    async def owner(self, key: str) -> str | None:
+        value = await self.redis.get(keys.route(key))
+        return None if value is None else _s(value)
+
+    async def owners(self, recipient_keys: list[str]) -> list[str | None]:
+        if not recipient_keys:
+            return []
+        pipe = self.redis.pipeline(transaction=False)  # not MGET: routes span cluster slots
+        for key in recipient_keys:
+            pipe.get(keys.route(key))
+        values = await pipe.execute()
+        return [None if v is None else _s(v) for v in values]

@@ -1,0 +1,123 @@
+"""What a protocol handler gets: the inbound message, the node's services, the session it
+arrived on, and a place to put replies. Handlers never talk to Redis themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mediator.didcomm.keys import KeyPair
+from mediator.didcomm.message import Message, new_id
+from mediator.didcomm.threads import ThreadBook
+from mediator.engine import Engine
+from mediator.engine.wakeups import WakeHub
+from mediator.errors import ProblemReport
+from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.store import Connection, MediationStore
+from mediator.settings import Settings
+
+Callback = Callable[[], Awaitable[None]]
+
+# Pickup 2.0's own wording for a live-delivery-change on a transport that cannot do it.
+NO_LIVE_DELIVERY = "Connection does not support Live Delivery"
+
+
+@dataclass
+class Services:
+    """Everything a node shares between requests."""
+
+    settings: Settings
+    engine: Engine
+    hub: WakeHub
+    identity: KeyPair
+    store: MediationStore
+    mailbox: Mailbox
+    threads: ThreadBook
+
+
+class Session:
+    """The transport a message came in on. HTTP sessions carry one reply and nothing else;
+    the WebSocket session overrides what a persistent transport can do."""
+
+    persistent = False
+
+    def __init__(self) -> None:
+        self.explicit_pickup = False  # a pickup or queue message came on this transport
+
+    def is_live(self, connection: str) -> bool:
+        return False
+
+    async def start_live(self, connection: str, since_ms: int) -> None:
+        raise ProblemReport(
+            "live-delivery-not-supported", "Connection does not support Live Delivery"
+        )
+
+    async def stop_live(self, connection: str) -> None:
+        return None
+
+    def offered(self, connection: str, message_ids: list[str]) -> None:
+        """Deliveries this transport carried: offered again when it closes unacknowledged."""
+        return None
+
+    def acknowledged(self, connection: str, message_ids: list[str]) -> None:
+        return None
+
+
+@dataclass
+class Reply:
+    message: dict[str, Any]
+    queueable: bool = True  # a pickup status never enters the queue
+    after_sent: Callback | None = None  # e.g. delete what the reply carried
+    if_unsent: Callback | None = None  # e.g. offer those messages again
+    queued_count: int | None = None  # for ~transport.queued_message_count, when known
+
+
+@dataclass
+class Context:
+    services: Services
+    session: Session
+    message: Message
+    connection: Connection | None = None
+    replies: list[Reply] = field(default_factory=list)
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    @property
+    def can_return(self) -> bool:
+        """Whether a reply on this message's own thread can go back over its transport."""
+        return self.message.wants_return(self.message.thread.thid)
+
+    def require_connection(self) -> Connection:
+        if self.connection is None:
+            raise ProblemReport(
+                "authcrypt-required",
+                "this message must be authcrypted by the connection it acts for",
+            )
+        return self.connection
+
+    def require_mediation(self) -> Connection:
+        connection = self.require_connection()
+        if not connection.granted:
+            raise ProblemReport(
+                "mediation-not-granted",
+                "mediation has not been granted to this connection: send a mediate-request",
+            )
+        return connection
+
+    def require_return_route(self) -> None:
+        if not self.can_return:
+            raise ProblemReport(
+                "return-route-required",
+                "this request is answered over its own transport: set ~transport.return_route "
+                'to "all"',
+            )
+
+    def reply(self, name: str, body: dict[str, Any], **options: Any) -> Reply:
+        """A reply of type `name` in the inbound message's family and prefix."""
+        message = {"@type": self.message.type.reply(name), "@id": new_id(), **body}
+        reply = Reply(message=message, **options)
+        self.replies.append(reply)
+        return reply

@@ -1,0 +1,104 @@
+"""Coordinate Mediation 1.0 (RFC 0211): mediate-request, keylist-update, keylist-query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mediator.didcomm.keys import normalize_key, verkey_to_did_key
+from mediator.errors import InvalidKey, ProblemReport
+from mediator.mediation.store import DENIED, GRANTED
+from mediator.protocols.context import Context
+
+FAMILY = "coordinate-mediation"
+MAX_UPDATES = 1000
+PAGE_DEFAULT = 100
+PAGE_MAX = 1000
+
+
+def _allowed(ctx: Context, connection: str) -> bool:
+    settings = ctx.settings
+    if settings.mediation_open:
+        return True
+    allowed = set()
+    for item in settings.mediation_allowlist.split(","):
+        if item.strip():
+            try:
+                allowed.add(normalize_key(item.strip()))
+            except InvalidKey:
+                continue
+    return connection in allowed
+
+
+async def mediate_request(ctx: Context) -> None:
+    connection = ctx.require_connection()
+    now = await ctx.services.mailbox.now_ms()
+    if not _allowed(ctx, connection.verkey):
+        await ctx.services.store.set_state(connection.verkey, DENIED, now)
+        ctx.reply("mediate-deny", {})
+        return
+    await ctx.services.mailbox.open(connection.verkey)
+    await ctx.services.store.set_state(connection.verkey, GRANTED, now)
+    ctx.reply(
+        "mediate-grant",
+        {
+            "endpoint": ctx.settings.public_endpoint,
+            "routing_keys": [ctx.services.identity.did_key],
+        },
+    )
+
+
+async def keylist_update(ctx: Context) -> None:
+    connection = ctx.require_mediation()
+    updates = ctx.message.body.get("updates")
+    if not isinstance(updates, list) or not updates:
+        raise ProblemReport("invalid-keylist-update", "updates must be a non-empty list")
+    if len(updates) > MAX_UPDATES:
+        raise ProblemReport("invalid-keylist-update", f"at most {MAX_UPDATES} updates at once")
+    results: list[dict[str, Any]] = []
+    for update in updates:
+        key = update.get("recipient_key") if isinstance(update, dict) else None
+        action = update.get("action") if isinstance(update, dict) else None
+        result = "client_error"
+        if isinstance(key, str) and action in ("add", "remove"):
+            try:
+                verkey = normalize_key(key)
+            except InvalidKey:
+                verkey = None
+            if verkey is not None and action == "add":
+                result = await ctx.services.store.add_key(connection.verkey, verkey)
+            elif verkey is not None:
+                result = await ctx.services.store.remove_key(connection.verkey, verkey)
+        results.append({"recipient_key": key, "action": action, "result": result})
+    ctx.reply("keylist-update-response", {"updated": results})
+
+
+async def keylist_query(ctx: Context) -> None:
+    connection = ctx.require_mediation()
+    paginate = ctx.message.body.get("paginate") or {}
+    if not isinstance(paginate, dict):
+        raise ProblemReport("invalid-keylist-query", "paginate must be an object")
+    limit = paginate.get("limit", PAGE_DEFAULT)
+    offset = paginate.get("offset", 0)
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ProblemReport("invalid-keylist-query", f"paginate.{name} must be >= 0")
+    limit = min(limit, PAGE_MAX)
+    page, total = await ctx.services.store.keylist(connection.verkey, offset, limit)
+    ctx.reply(
+        "keylist",
+        {
+            "keys": [{"recipient_key": verkey_to_did_key(k)} for k in page],
+            "pagination": {
+                "count": len(page),
+                "offset": offset,
+                "remaining": max(0, total - offset - len(page)),
+            },
+        },
+    )
+
+
+HANDLERS = {
+    (FAMILY, 1, "mediate-request"): mediate_request,
+    (FAMILY, 1, "keylist-update"): keylist_update,
+    (FAMILY, 1, "keylist-query"): keylist_query,
+}

@@ -1,0 +1,63 @@
+"""Helpers shared by the pickup and queue protocols."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+
+from mediator.didcomm.keys import normalize_key
+from mediator.errors import InvalidKey, ProblemReport
+from mediator.mediation.store import Connection
+from mediator.protocols.context import Context
+
+MAX_ACK_IDS = 1000
+
+
+def timestamp(ms: int | None) -> str | None:
+    """Times as the pickup and queue documents write them: `2019-05-01 12:00:00Z`."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode()
+
+
+async def explicit_pickup(ctx: Context) -> Connection:
+    """The connection, granted; and remember it fetches explicitly, so that its
+    return_route messages never start an implicit drain."""
+    connection = ctx.require_mediation()
+    ctx.session.explicit_pickup = True
+    if not connection.explicit_pickup:
+        await ctx.services.store.mark_explicit_pickup(connection.verkey)
+    return connection
+
+
+async def owned_key(ctx: Context, connection: Connection, value: object) -> str | None:
+    """A `recipient_key` field: None when absent, else one of this connection's keys."""
+    if value is None:
+        return None
+    try:
+        key = normalize_key(value if isinstance(value, str) else "")
+    except InvalidKey as exc:
+        raise ProblemReport("invalid-recipient-key", f"recipient_key: {exc}") from exc
+    if await ctx.services.store.owner(key) != connection.verkey:
+        raise ProblemReport(
+            "unknown-recipient-key", "recipient_key is not registered by this connection"
+        )
+    return key
+
+
+def whole_number(value: object, name: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ProblemReport("invalid-request", f"{name} must be a whole number >= {minimum}")
+    return value
+
+
+def id_list(value: object, name: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(i, str) for i in value):
+        raise ProblemReport("invalid-request", f"{name} must be a list of message ids")
+    if len(value) > MAX_ACK_IDS:
+        raise ProblemReport("invalid-request", f"{name} holds more than {MAX_ACK_IDS} ids")
+    return list(value)

@@ -1,0 +1,130 @@
+"""Pickup 2.0 (RFC 0685): status, delivery, messages-received and live mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mediator.errors import ProblemReport
+from mediator.mediation.mailbox import MailboxStatus
+from mediator.protocols.context import Context, Reply
+from mediator.protocols.pickup_common import (
+    b64,
+    explicit_pickup,
+    id_list,
+    owned_key,
+    timestamp,
+    whole_number,
+)
+
+FAMILY = "messagepickup"
+
+
+def status_body(
+    status: MailboxStatus, *, live: bool, recipient_key: str | None, raw_key: object
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "message_count": status.waiting,
+        "longest_waited_seconds": status.longest_waited_seconds,
+        "total_bytes": status.bytes,
+        "live_delivery": live,
+    }
+    if status.oldest_ms is not None:
+        body["oldest_received_time"] = timestamp(status.oldest_ms)
+    if status.newest_ms is not None:
+        body["newest_received_time"] = timestamp(status.newest_ms)
+    if recipient_key is not None:
+        body["recipient_key"] = raw_key  # the matching value, as the recipient wrote it
+    return body
+
+
+async def _status_reply(
+    ctx: Context, connection: str, recipient_key: str | None = None, raw_key: object = None
+) -> Reply:
+    status = await ctx.services.mailbox.status(connection, recipient_key)
+    body = status_body(
+        status,
+        live=ctx.session.is_live(connection),
+        recipient_key=recipient_key,
+        raw_key=raw_key,
+    )
+    # A status describes the queue at this instant: it is never queued (Pickup 2.0).
+    return ctx.reply("status", body, queueable=False, queued_count=status.waiting)
+
+
+async def status_request(ctx: Context) -> None:
+    connection = await explicit_pickup(ctx)
+    raw = ctx.message.body.get("recipient_key")
+    key = await owned_key(ctx, connection, raw)
+    await _status_reply(ctx, connection.verkey, key, raw)
+
+
+async def delivery_request(ctx: Context) -> None:
+    connection = await explicit_pickup(ctx)
+    ctx.require_return_route()
+    limit = whole_number(ctx.message.body.get("limit"), "limit", minimum=1)
+    raw = ctx.message.body.get("recipient_key")
+    key = await owned_key(ctx, connection, raw)
+    limit = min(limit, ctx.settings.max_delivery_limit)
+    messages, _, _ = await ctx.services.mailbox.deliver(connection.verkey, limit, recipient_key=key)
+    if not messages:
+        await _status_reply(ctx, connection.verkey, key, raw)
+        return
+    ids = [m.message_id for m in messages]
+    body: dict[str, Any] = {
+        "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages]
+    }
+    if key is not None:
+        body["recipient_key"] = raw
+    ctx.session.offered(connection.verkey, ids)
+
+    async def offer_again() -> None:
+        await ctx.services.mailbox.release(connection.verkey, ids)
+
+    ctx.reply("delivery", body, queueable=False, if_unsent=offer_again)
+
+
+async def messages_received(ctx: Context) -> None:
+    connection = await explicit_pickup(ctx)
+    ids = id_list(ctx.message.body.get("message_id_list"), "message_id_list")
+    await ctx.services.mailbox.acknowledge(connection.verkey, ids)
+    ctx.session.acknowledged(connection.verkey, ids)
+    if ctx.can_return:  # the status is a SHOULD, and is never queued
+        await _status_reply(ctx, connection.verkey)
+
+
+async def live_delivery_change(ctx: Context) -> None:
+    connection = await explicit_pickup(ctx)
+    live = ctx.message.body.get("live_delivery")
+    if not isinstance(live, bool):
+        raise ProblemReport("invalid-request", "live_delivery must be true or false")
+    if live and not ctx.session.persistent:
+        raise ProblemReport(
+            "live-delivery-not-supported", "Connection does not support Live Delivery"
+        )
+    if not live:
+        await ctx.session.stop_live(connection.verkey)
+        await _status_reply(ctx, connection.verkey)
+        return
+    status = await ctx.services.mailbox.status(connection.verkey)
+    session = ctx.session
+    # Messages already queued are not pushed ("they must still be requested"): live mode
+    # delivers what arrives from now on, starting once the status has been sent.
+
+    async def go_live() -> None:
+        await session.start_live(connection.verkey, status.now_ms)
+
+    ctx.reply(
+        "status",
+        status_body(status, live=True, recipient_key=None, raw_key=None),
+        queueable=False,
+        after_sent=go_live,
+        queued_count=status.waiting,
+    )
+
+
+HANDLERS = {
+    (FAMILY, 2, "status-request"): status_request,
+    (FAMILY, 2, "delivery-request"): delivery_request,
+    (FAMILY, 2, "messages-received"): messages_received,
+    (FAMILY, 2, "live-delivery-change"): live_delivery_change,
+}

@@ -1,0 +1,1 @@
+"""DIDComm over HTTP `POST /` and over a WebSocket at `/`, sharing one inbound pipeline."""

@@ -1,0 +1,189 @@
+"""The path every inbound DIDComm message takes, whatever transport brought it:
+open the envelope, parse and validate, find the connection, dispatch, and route the replies
+(back over the transport when the return route allows, else into the connection's queue).
+
+Nothing in here raises to the transport: unreadable input becomes a `Refusal` (an HTTP 4xx
+with a JSON body, or a JSON frame on a WebSocket) and a refused message a problem-report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from mediator.didcomm import envelope
+from mediator.didcomm.keys import KeyPair
+from mediator.didcomm.message import Message
+from mediator.didcomm.problem import problem_report
+from mediator.errors import EnvelopeError, LimitExceeded, ProblemReport, StorageError
+from mediator.mediation.store import Connection
+from mediator.protocols import handler_for, is_anonymous
+from mediator.protocols.context import Callback, Context, Reply, Services, Session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    code: str
+    error: str
+
+    def body(self) -> dict[str, str]:
+        return {"error": self.error, "code": self.code}
+
+
+@dataclass
+class Outgoing:
+    payload: bytes
+    after_sent: Callback | None = None
+    if_unsent: Callback | None = None
+
+
+@dataclass
+class Outcome:
+    returned: list[Outgoing] = field(default_factory=list)
+    refusal: Refusal | None = None
+    message: Message | None = None
+    connection: Connection | None = None
+
+    @property
+    def may_drain(self) -> bool:
+        """Implicit pickup: a return_route 'all' message from a granted connection that has
+        never fetched explicitly, with nothing else to carry back."""
+        c, m = self.connection, self.message
+        return (
+            c is not None
+            and m is not None
+            and c.granted
+            and not c.explicit_pickup
+            and m.return_route == "all"
+            and m.type.family not in ("messagepickup", "queue")
+        )
+
+
+class Pipeline:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def _find_key(self, kid: str) -> KeyPair | None:
+        identity = self.services.identity
+        return identity if kid == identity.verkey_b58 else None
+
+    async def handle(self, raw: bytes, session: Session, *, capacity: int | None) -> Outcome:
+        try:
+            return await self._handle(raw, session, capacity)
+        except (RedisError, StorageError, OSError) as exc:
+            log.warning("storage unavailable: %s", exc)
+            return Outcome(
+                refusal=Refusal(503, "storage-unavailable", "storage unavailable; try again")
+            )
+
+    async def _handle(self, raw: bytes, session: Session, capacity: int | None) -> Outcome:
+        opened = self._open(raw)
+        if isinstance(opened, Refusal):
+            return Outcome(refusal=opened)
+        data, sender, recipient = opened
+        try:
+            message = Message.parse(data, sender_verkey=sender, recipient_verkey=recipient)
+        except ProblemReport as exc:
+            if sender is None:
+                return Outcome(refusal=Refusal(400, exc.code, exc.description))
+            # It cannot say how to answer it, so the answer goes back the way it came.
+            report = problem_report(exc.code, exc.description, None)
+            return Outcome(returned=[Outgoing(self._pack(report, sender))])
+        if sender is None and not is_anonymous(message.type):
+            return Outcome(
+                message=message,
+                refusal=Refusal(
+                    400, "authcrypt-required", f"{message.type} must be authcrypted by its sender"
+                ),
+            )
+        connection = None
+        if sender is not None and message.type.family != "routing":
+            connection = await self.services.store.connection(sender)
+        ctx = Context(self.services, session, message, connection)
+        outcome = Outcome(message=message, connection=connection)
+        try:
+            await handler_for(message.type)(ctx)
+        except ProblemReport as exc:
+            if exc.status is not None and (sender is None or not session.persistent):
+                outcome.refusal = Refusal(exc.status, exc.code, exc.description)
+                return outcome
+            if sender is None:
+                outcome.refusal = Refusal(400, exc.code, exc.description)
+                return outcome
+            ctx.replies = [Reply(problem_report(exc.code, exc.description, message))]
+        await self._route(ctx, outcome, capacity)
+        return outcome
+
+    def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return Refusal(400, "invalid-json", "the body is not JSON")
+        if isinstance(data, dict) and "protected" not in data:
+            if not self.services.settings.allow_plaintext:
+                return Refusal(
+                    400, "plaintext-refused", "messages must be DIDComm envelopes (RFC 0019)"
+                )
+            return data, None, None
+        try:
+            unpacked = envelope.unpack(raw, self._find_key)
+        except EnvelopeError as exc:
+            return Refusal(400, "unreadable-envelope", str(exc))
+        try:
+            message = json.loads(unpacked.message)
+        except ValueError:
+            if unpacked.sender_verkey is None:
+                return Refusal(400, "invalid-json", "the decrypted message is not JSON")
+            message = None  # Message.parse turns this into a problem-report
+        return message, unpacked.sender_verkey, unpacked.recipient_verkey
+
+    def _pack(self, message: dict[str, Any], to: str) -> bytes:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        return envelope.pack(body, [to], self.services.identity)
+
+    async def _route(self, ctx: Context, outcome: Outcome, capacity: int | None) -> None:
+        sender = ctx.message.sender_verkey
+        for reply in ctx.replies:
+            message = reply.message
+            if sender is None:
+                await _unsent(reply)
+                continue
+            if "~thread" not in message:
+                message["~thread"] = await self.services.threads.reply_thread(sender, ctx.message)
+            thid = message["~thread"].get("thid", ctx.message.thread.thid)
+            room = capacity is None or len(outcome.returned) < capacity
+            if room and ctx.message.wants_return(thid):
+                await self._add_queue_count(ctx, reply)
+                outcome.returned.append(
+                    Outgoing(self._pack(message, sender), reply.after_sent, reply.if_unsent)
+                )
+            elif reply.queueable and ctx.connection is not None and ctx.connection.granted:
+                try:
+                    await self.services.mailbox.enqueue(sender, self._pack(message, sender), sender)
+                except LimitExceeded as exc:
+                    log.warning("reply dropped: the connection's queue is full (%s)", exc)
+                await _unsent(reply)
+            else:
+                await _unsent(reply)
+
+    async def _add_queue_count(self, ctx: Context, reply: Reply) -> None:
+        """`~transport.queued_message_count` (RFC 0092), for connections with a queue."""
+        connection = ctx.connection
+        if connection is None or not connection.granted:
+            return
+        count = reply.queued_count
+        if count is None:
+            count = (await self.services.mailbox.status(connection.verkey)).waiting
+        reply.message.setdefault("~transport", {})["queued_message_count"] = count
+
+
+async def _unsent(reply: Reply) -> None:
+    if reply.if_unsent is not None:
+        await reply.if_unsent()

@@ -1,0 +1,230 @@
+"""DIDComm over a WebSocket at `/`: many messages each way, live delivery and implicit pickup.
+
+Every frame in is one envelope, handled in order. Replies, live `delivery` messages and
+implicitly drained messages share one send lock. When the socket closes, every message it
+carried that was not acknowledged is offered again at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from mediator.didcomm import envelope
+from mediator.didcomm.message import DIDCOMM_ORG, new_id
+from mediator.engine.model import ReceivedMessage
+from mediator.mediation.mailbox import queue_of
+from mediator.protocols.context import Session
+from mediator.protocols.pickup_common import b64
+from mediator.transport.inbound import Outgoing, Pipeline
+
+log = logging.getLogger(__name__)
+
+LIVE_BATCH = 10  # messages per live `delivery`
+
+
+class SocketClosed(Exception):
+    pass
+
+
+class WsSession(Session):
+    persistent = True
+
+    def __init__(self, websocket: WebSocket, pipeline: Pipeline) -> None:
+        super().__init__()
+        self.ws = websocket
+        self.pipeline = pipeline
+        self.services = pipeline.services
+        self._send_lock = asyncio.Lock()
+        self._live: dict[str, asyncio.Task[None]] = {}
+        self._drains: dict[str, asyncio.Task[None]] = {}
+        self._unacked: dict[str, set[str]] = {}
+        self.closed = False
+
+    # -------------------------------------------------------------- Session API
+
+    def is_live(self, connection: str) -> bool:
+        return connection in self._live
+
+    async def start_live(self, connection: str, since_ms: int) -> None:
+        if connection in self._live or self.closed:
+            return
+        self._live[connection] = asyncio.create_task(
+            self._deliver_loop(connection, self._live_batch(connection, since_ms)),
+            name=f"live-{connection[:8]}",
+        )
+
+    async def stop_live(self, connection: str) -> None:
+        task = self._live.pop(connection, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def offered(self, connection: str, message_ids: list[str]) -> None:
+        self._unacked.setdefault(connection, set()).update(message_ids)
+
+    def acknowledged(self, connection: str, message_ids: list[str]) -> None:
+        self._unacked.get(connection, set()).difference_update(message_ids)
+
+    # --------------------------------------------------------------- transport
+
+    async def send(self, payload: bytes) -> None:
+        async with self._send_lock:
+            if self.closed:
+                raise SocketClosed
+            try:
+                await self.ws.send_text(payload.decode())
+            except Exception as exc:  # the peer went away mid-send
+                self.closed = True
+                raise SocketClosed from exc
+
+    async def carry(self, out: Outgoing) -> None:
+        try:
+            await self.send(out.payload)
+        except SocketClosed:
+            if out.if_unsent is not None:
+                await out.if_unsent()
+            raise
+        if out.after_sent is not None:
+            await out.after_sent()
+
+    def schedule_drain(self, connection: str) -> None:
+        """Implicit pickup, after a short grace in which an explicit pickup message wins."""
+        if connection in self._drains or connection in self._live or self.closed:
+            return
+        self._drains[connection] = asyncio.create_task(
+            self._implicit(connection), name=f"drain-{connection[:8]}"
+        )
+
+    async def close(self) -> None:
+        self.closed = True
+        tasks = [*self._live.values(), *self._drains.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._live.clear()
+        self._drains.clear()
+        for connection, ids in self._unacked.items():
+            if ids:
+                with contextlib.suppress(Exception):
+                    await self.services.mailbox.release(connection, sorted(ids))
+        self._unacked.clear()
+
+    # ----------------------------------------------------------- delivery loops
+
+    def _live_batch(
+        self, connection: str, since_ms: int
+    ) -> Callable[[int], Awaitable[tuple[list[ReceivedMessage], int | None, int]]]:
+        async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
+            messages, now, due = await self.services.mailbox.deliver(
+                connection, LIVE_BATCH, since_ms=since_ms, wait_marker_ms=marker_ms
+            )
+            if messages:
+                ids = [m.message_id for m in messages]
+                self.offered(connection, ids)
+                delivery = {
+                    "@type": f"{DIDCOMM_ORG}messagepickup/2.0/delivery",
+                    "@id": new_id(),
+                    "~attach": [
+                        {"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages
+                    ],
+                }
+                body = json.dumps(delivery, separators=(",", ":")).encode()
+                packed = envelope.pack(body, [connection], self.services.identity)
+                await self.carry(Outgoing(packed))  # deleted only on messages-received
+            return messages, due, now
+
+        return batch
+
+    async def _implicit(self, connection: str) -> None:
+        await asyncio.sleep(self.services.settings.implicit_pickup_delay_seconds)
+        if self.explicit_pickup:
+            return
+        mailbox = self.services.mailbox
+
+        async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
+            messages, now, due = await mailbox.deliver(
+                connection, LIVE_BATCH, wait_marker_ms=marker_ms
+            )
+            for i, message in enumerate(messages):
+                # No acknowledgement exists here: each raw message is deleted once sent.
+                try:
+                    await self.send(message.body)
+                except SocketClosed:
+                    await mailbox.release(connection, [m.message_id for m in messages[i:]])
+                    raise
+                await mailbox.acknowledge(connection, [message.message_id])
+            return messages, due, now
+
+        await self._deliver_loop(connection, batch)
+
+    async def _deliver_loop(
+        self,
+        connection: str,
+        batch: Callable[[int], Awaitable[tuple[list[ReceivedMessage], int | None, int]]],
+    ) -> None:
+        """Deliver whatever `batch` finds; when nothing, wait for a wake-up from a send on
+        any node, for the next deadline, or for the periodic re-check."""
+        hub = self.services.hub
+        recheck = self.services.settings.long_poll_recheck_seconds
+        marker_ms = int((recheck + 3) * 1000)
+        queue = queue_of(connection).qualified
+        try:
+            while not self.closed:
+                with hub.waiting(queue) as woken:
+                    messages, due, now = await batch(marker_ms)
+                    if messages:
+                        continue
+                    timeout = recheck
+                    if due is not None:
+                        timeout = min(timeout, max(0.0, (due - now) / 1000) + 0.002)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(woken), timeout)
+        except SocketClosed:
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("delivery loop stopped", extra={"connection": connection[:8]})
+
+
+async def didcomm_websocket(websocket: WebSocket) -> None:
+    pipeline: Pipeline = websocket.app.state.didcomm
+    limit = pipeline.services.settings.max_envelope_bytes
+    await websocket.accept()
+    session = WsSession(websocket, pipeline)
+    try:
+        while True:
+            frame = await websocket.receive()
+            if frame["type"] == "websocket.disconnect":
+                break
+            data: bytes = frame.get("bytes") or (frame.get("text") or "").encode()
+            if len(data) > limit:
+                await _error_frame(session, "too-large", f"over {limit} bytes")
+                continue
+            outcome = await pipeline.handle(data, session, capacity=None)
+            if outcome.refusal is not None:
+                r = outcome.refusal
+                await _error_frame(session, r.code, r.error)
+                continue
+            for out in outcome.returned:
+                await session.carry(out)
+            if outcome.may_drain and not session.explicit_pickup:
+                session.schedule_drain(outcome.connection.verkey)  # type: ignore[union-attr]
+    except (WebSocketDisconnect, SocketClosed):
+        pass
+    finally:
+        await session.close()
+
+
+async def _error_frame(session: WsSession, code: str, text: str) -> None:
+    """An error for a sender we cannot encrypt to: a JSON frame, not an envelope."""
+    await session.send(json.dumps({"error": text, "code": code}).encode())
