@@ -1,0 +1,202 @@
+"""Mediation, forward and Pickup 2.0 end to end against a real node, over HTTP and WebSocket."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.didcomm_peer import Peer, attachments, forward, mediator_key, message
+from tests.servers import Node
+
+TRANSPORTS = ["http", "ws"]
+
+
+@pytest.fixture(scope="module")
+async def med(dc_node: Node) -> str:
+    return await mediator_key(dc_node.base)
+
+
+@pytest.fixture(params=TRANSPORTS)
+async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> AsyncIterator[Peer]:
+    async with Peer(dc_node.base, med, request.param) as p:
+        yield p
+
+
+async def test_grant_carries_endpoint_and_routing_key(peer: Peer, dc_node: Node, med: str) -> None:
+    grant = await peer.send(message("coordinate-mediation/1.0/mediate-request"))
+    assert grant is not None
+    assert grant["@type"] == "https://didcomm.org/coordinate-mediation/1.0/mediate-grant"
+    assert grant["endpoint"] == dc_node.base
+    assert grant["routing_keys"][0].startswith("did:key:z6Mk")
+
+
+async def test_keylist_update_and_query_with_paging(peer: Peer) -> None:
+    first = await peer.mediate()
+    keys = [first, *[await peer.add_key() for _ in range(4)]]
+    again = await peer.send(
+        message(
+            "coordinate-mediation/1.0/keylist-update",
+            updates=[
+                {"recipient_key": keys[0], "action": "add"},  # raw base58 form, already there
+                {"recipient_key": "not-a-key", "action": "add"},
+                {"recipient_key": keys[1], "action": "remove"},
+            ],
+        )
+    )
+    assert again is not None
+    assert [u["result"] for u in again["updated"]] == ["no_change", "client_error", "success"]
+    page = await peer.send(
+        message("coordinate-mediation/1.0/keylist-query", paginate={"limit": 2, "offset": 1})
+    )
+    assert page is not None
+    assert page["pagination"] == {"count": 2, "offset": 1, "remaining": 1}
+    everything = await peer.send(message("coordinate-mediation/1.0/keylist-query"))
+    assert everything is not None
+    listed = {k["recipient_key"] for k in everything["keys"]}
+    expected = {peer.recipient_keys[k].did_key for k in keys if k != keys[1]}
+    assert listed == expected
+
+
+async def test_forward_status_delivery_and_acknowledge(peer: Peer, dc_node: Node, med: str) -> None:
+    key = await peer.mediate()
+    for i in range(3):
+        answer = await forward(dc_node.base, med, key, {"n": i})
+        assert answer.status_code == 202
+    status = await peer.status()
+    assert status["@type"].endswith("messagepickup/2.0/status")
+    assert status["message_count"] == 3
+    assert status["total_bytes"] > 0 and status["live_delivery"] is False
+    assert "oldest_received_time" in status and "newest_received_time" in status
+    delivery = await peer.deliver(limit=2)
+    assert delivery["@type"].endswith("/delivery")
+    assert delivery["~thread"]["thid"] != delivery["@id"]
+    got = attachments(delivery)
+    assert [peer.open(body)["n"] for _, body in got] == [0, 1]
+    # Not acknowledged: not handed out again while the deadline runs.
+    rest = await peer.deliver(limit=10)
+    assert [peer.open(body)["n"] for _, body in attachments(rest)] == [2]
+    after = await peer.ack([i for i, _ in got] + [i for i, _ in attachments(rest)])
+    assert after is not None and after["message_count"] == 0 and after["total_bytes"] == 0
+    empty = await peer.deliver()
+    assert empty["@type"].endswith("/status") and empty["message_count"] == 0
+
+
+async def test_unknown_recipient_is_refused_clearly(dc_node: Node, med: str) -> None:
+    from mediator.didcomm.keys import KeyPair
+
+    answer = await forward(dc_node.base, med, KeyPair.generate().verkey_b58, {"x": 1})
+    assert answer.status_code == 404
+    assert answer.json()["code"] == "unknown-recipient"
+
+
+async def test_unacknowledged_delivery_is_offered_again_after_deadline(
+    dc_node: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        key = await peer.mediate()
+        await forward(dc_node.base, med, key, {"once": True})
+        first = attachments(await peer.deliver())
+        assert (await peer.deliver())["@type"].endswith("/status")
+        await asyncio.sleep(2.3)  # the node's delivery deadline is 2 s
+        second = attachments(await peer.deliver())
+        assert [i for i, _ in second] == [i for i, _ in first]
+
+
+async def test_closing_the_socket_offers_deliveries_again_at_once(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await forward(dc_node.base, med, key, {"m": 1})
+        delivered = attachments(await peer.deliver())
+        await peer.disconnect()
+        await asyncio.sleep(0.2)
+        await peer.connect()
+        again = attachments(await peer.deliver())
+        assert [i for i, _ in again] == [i for i, _ in delivered]
+
+
+async def test_nobody_reads_or_deletes_another_recipients_messages(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med) as alice, Peer(dc_node.base, med) as mallory:
+        key = await alice.mediate()
+        await mallory.mediate()
+        await forward(dc_node.base, med, key, {"secret": 1})
+        ids = [i for i, _ in attachments(await alice.deliver())]
+        # Mallory can neither see, nor delete, nor claim Alice's key or messages.
+        assert (await mallory.status())["message_count"] == 0
+        await mallory.ack(ids)
+        report = await mallory.status(recipient_key=key)
+        assert report["@type"].endswith("/problem-report")
+        taken = await mallory.send(
+            message(
+                "coordinate-mediation/1.0/keylist-update",
+                updates=[{"recipient_key": key, "action": "add"}],
+            )
+        )
+        assert taken is not None and taken["updated"][0]["result"] == "client_error"
+        await asyncio.sleep(2.3)
+        again = attachments(await alice.deliver())
+        assert [i for i, _ in again] == ids
+
+
+async def test_recipient_key_filters_status_and_delivery(
+    peer: Peer, dc_node: Node, med: str
+) -> None:
+    one = await peer.mediate()
+    two = await peer.add_key()
+    await forward(dc_node.base, med, one, {"to": "one"})
+    await forward(dc_node.base, med, two, {"to": "two"})
+    await forward(dc_node.base, med, one, {"to": "one"})
+    status = await peer.status(recipient_key=two)
+    assert status["message_count"] == 1 and status["recipient_key"] == two
+    delivery = await peer.deliver(recipient_key=two)
+    assert delivery["recipient_key"] == two
+    assert [peer.open(b)["to"] for _, b in attachments(delivery)] == ["two"]
+    rest = await peer.deliver()
+    assert [peer.open(b)["to"] for _, b in attachments(rest)] == ["one", "one"]
+
+
+async def test_message_for_two_recipients_is_queued_for_each(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med) as a, Peer(dc_node.base, med) as b:
+        key_a, key_b = await a.mediate(), await b.mediate()
+        answer = await forward(dc_node.base, med, key_a, {"both": True}, extra_kids=(key_b,))
+        assert answer.status_code == 202
+        got_a = attachments(await a.deliver())
+        await a.ack([i for i, _ in got_a])
+        got_b = attachments(await b.deliver())
+        assert len(got_a) == 1 and len(got_b) == 1
+        assert b.open(got_b[0][1]) == {"both": True}
+
+
+async def test_live_mode_delivers_new_messages_only_and_waits_for_ack(
+    dc_node: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await forward(dc_node.base, med, key, {"backlog": True})
+        status = await peer.send(
+            message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+        )
+        assert status is not None and status["live_delivery"] is True
+        assert status["message_count"] == 1
+        await forward(dc_node.base, med, key, {"live": 1})
+        live = await peer.next_message()
+        assert live["@type"] == "https://didcomm.org/messagepickup/2.0/delivery"
+        assert [peer.open(b) for _, b in attachments(live)] == [{"live": 1}]
+        assert await peer.no_frame(0.5)  # the backlog is not pushed
+        backlog = attachments(await peer.deliver())
+        assert [peer.open(b) for _, b in backlog] == [{"backlog": True}]
+        await peer.ack([i for i, _ in attachments(live)] + [i for i, _ in backlog])
+        final = await peer.status()
+        assert final["message_count"] == 0 and final["live_delivery"] is True
+
+
+async def test_live_mode_over_http_gets_the_specs_problem_report(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        await peer.mediate()
+        change = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+        report = await peer.send(change)
+        assert report is not None
+        assert report["@type"] == "https://didcomm.org/notification/1.0/problem-report"
+        assert report["~thread"] == {"pthid": change["@id"]}
+        assert report["description"]["en"] == "Connection does not support Live Delivery"

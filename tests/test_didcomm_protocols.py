@@ -1,0 +1,278 @@
+"""Pickup 1.0, implicit pickup, Queue Management 1.0, limits, threading, bad input, and the
+invitation, end to end against a real node."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from mediator.didcomm import envelope
+from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key, message
+from tests.eventually import eventually
+from tests.servers import Node
+
+TRANSPORTS = ["http", "ws"]
+
+
+@pytest.fixture(scope="module")
+async def med(dc_node: Node) -> str:
+    return await mediator_key(dc_node.base)
+
+
+@pytest.fixture(params=TRANSPORTS)
+async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> AsyncIterator[Peer]:
+    async with Peer(dc_node.base, med, request.param) as p:
+        yield p
+
+
+async def test_pickup_v1_batch_removes_what_it_carried(peer: Peer, dc_node: Node, med: str) -> None:
+    key = await peer.mediate()
+    for i in range(3):
+        await forward(dc_node.base, med, key, {"n": i})
+    status = await peer.send(message("messagepickup/1.0/status-request"))
+    assert status is not None and status["message_count"] == 3
+    batch = await peer.send(message("messagepickup/1.0/batch-pickup", batch_size=2))
+    assert batch is not None and batch["@type"].endswith("messagepickup/1.0/batch")
+    got = [peer.open(json.dumps(m["message"]).encode()) for m in batch["messages~attach"]]
+    assert got == [{"n": 0}, {"n": 1}]
+    assert all("id" in m for m in batch["messages~attach"])
+
+    async def count() -> int:
+        s = await peer.send(message("messagepickup/1.0/status_request"))
+        assert s is not None
+        return int(s["message_count"])
+
+    assert await eventually(count, lambda n: n == 1, within=5) == 1
+
+
+async def test_implicit_pickup_over_websocket_drains_and_follows(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await forward(dc_node.base, med, key, {"queued": 1})
+        ping = message("trust_ping/1.0/ping", response_requested=False)
+        await peer.ws.send(peer.pack(ping).decode())
+        assert peer.open(await peer.next_frame()) == {"queued": 1}
+        await forward(dc_node.base, med, key, {"queued": 2})
+        assert peer.open(await peer.next_frame()) == {"queued": 2}
+    async with Peer(dc_node.base, med) as check:
+        check.keys = peer.keys
+        assert (await check.status())["message_count"] == 0
+
+
+async def test_implicit_pickup_over_http_returns_one_message_per_response(
+    dc_node: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        key = await peer.mediate()
+        for i in range(2):
+            await forward(dc_node.base, med, key, {"n": i})
+        seen = []
+        for _ in range(2):
+            response = await peer.post(peer.pack(message("noop/1.0/noop")))
+            assert response.status_code == 200
+            seen.append(peer.open(response.content))
+        assert seen == [{"n": 0}, {"n": 1}]
+        assert (await peer.post(peer.pack(message("noop/1.0/noop")))).status_code == 202
+
+
+async def test_a_pickup_2_connection_is_never_drained_implicitly(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await peer.status()
+        await forward(dc_node.base, med, key, {"kept": True})
+        await peer.ws.send(
+            peer.pack(message("trust_ping/1.0/ping", response_requested=False)).decode()
+        )
+        assert await peer.no_frame(0.8)
+        assert (await peer.status())["message_count"] == 1
+
+
+async def test_queue_management_status_update_and_fetch(
+    peer: Peer, dc_node: Node, med: str
+) -> None:
+    key = await peer.mediate()
+    status = await peer.send(message("queue/1.0/status-request"))
+    assert status is not None
+    body = status["status"]
+    for name in (
+        "message_count", "will_queue", "duration_limit", "duration_waited", "last_added_time",
+        "last_delivered_time", "last_removed_time", "message_count_limit",
+        "message_size_limit", "size", "size_limit",
+    ):  # fmt: skip
+        assert name in body
+    update = message(
+        "queue/1.0/status-update-request",
+        update={"message_count_limit": 2, "size_limit": 0, "duration_limit": 10**9},
+    )
+    updated = await peer.send(update)
+    assert updated is not None
+    assert updated["status"]["message_count_limit"] == 2
+    assert updated["status"]["size_limit"] == 1024 * 1024 * 1024  # held to the operator maximum
+    assert updated["status"]["duration_limit"] == 90 * 86400
+    for i in range(2):
+        assert (await forward(dc_node.base, med, key, {"n": i})).status_code == 202
+    refused = await forward(dc_node.base, med, key, {"n": 2})
+    assert refused.status_code == 507 and refused.json()["code"] == "queue-count"
+    batch = await peer.send(message("queue/1.0/fetch-request", message_count_limit=5))
+    assert batch is not None and batch["message_count"] == 2
+    assert [peer.open(json.dumps(m["msg"]).encode()) for m in batch["messages"]] == [
+        {"n": 0},
+        {"n": 1},
+    ]
+    ids = [m["id"] for m in batch["messages"]]
+    acked = await peer.send(message("queue/1.0/fetch-request", message_id_list=ids))
+    assert acked is not None and acked["message_count"] == 0
+    final = await peer.send(message("queue/1.0/status-request"))
+    assert final is not None and final["status"]["message_count"] == 0
+
+
+async def test_will_queue_false_and_message_size_limit_refuse_forwards(
+    dc_node: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        key = await peer.mediate()
+        await peer.send(
+            message("queue/1.0/status-update-request", update={"message_size_limit": 300})
+        )
+        big = await forward(dc_node.base, med, key, {"pad": "x" * 400})
+        assert big.status_code == 413
+        await peer.send(message("queue/1.0/status-update-request", update={"will_queue": False}))
+        closed = await forward(dc_node.base, med, key, {"small": 1})
+        assert closed.status_code == 403
+        assert (await peer.status())["message_count"] == 0
+
+
+async def test_duration_limit_expires_messages(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        key = await peer.mediate()
+        await peer.send(message("queue/1.0/status-update-request", update={"duration_limit": 1}))
+        await forward(dc_node.base, med, key, {"old": True})
+
+        async def count() -> int:
+            s = await peer.send(message("queue/1.0/status-request"))
+            assert s is not None
+            return int(s["status"]["message_count"])
+
+        assert await eventually(count, lambda n: n == 0, within=10) == 0
+
+
+async def test_replies_follow_rfc_0008_threading(peer: Peer) -> None:
+    await peer.mediate()
+    first = message("messagepickup/2.0/status-request")
+    first["~thread"] = {"thid": "thread-0001", "sender_order": 4}
+    reply = await peer.send(first)
+    assert reply is not None
+    assert reply["~thread"]["thid"] == "thread-0001"
+    assert reply["~thread"]["sender_order"] == 0
+    assert reply["~thread"]["received_orders"] == {peer.verkey: 4}
+    second = message("messagepickup/2.0/status-request")
+    second["~thread"] = {"thid": "thread-0001", "pthid": "parent-0001", "sender_order": 5}
+    again = await peer.send(second)
+    assert again is not None
+    assert again["~thread"]["sender_order"] == 1 and again["~thread"]["pthid"] == "parent-0001"
+    empty = message("messagepickup/2.0/status-request")
+    empty["~thread"] = {}
+    fresh = await peer.send(empty)
+    assert fresh is not None and fresh["~thread"]["thid"] == empty["@id"]
+
+
+async def test_did_sov_prefix_is_answered_in_kind(peer: Peer) -> None:
+    await peer.mediate()
+    status = await peer.send(
+        message("did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/queue/1.0/status-request", route="thread")
+        | {"~transport": {"return_route": "thread", "return_route_thread": "sov-thread-01"}}
+        | {"~thread": {"thid": "sov-thread-01"}}
+    )
+    assert status is not None
+    assert status["@type"] == "did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/queue/1.0/status"
+
+
+@pytest.mark.parametrize(
+    ("bad", "code"),
+    [
+        ({"@type": "https://didcomm.org/messagepickup/2.0/status-request", "@id": "short",
+          "~transport": {"return_route": "all"}},
+         "invalid-message-id"),
+        ({"@type": "https://didcomm.org/nope/1.0/what", "@id": "abcdefgh-1",
+          "~transport": {"return_route": "all"}},
+         "unsupported-message-type"),
+        ({"@type": "https://didcomm.org/messagepickup/2.0/delivery-request", "@id": "abcdefgh-2",
+          "~transport": {"return_route": "all"}}, "invalid-request"),
+        ({"@type": "https://didcomm.org/messagepickup/2.0/status-request", "@id": "abcdefgh-3",
+          "~thread": "not an object", "~transport": {"return_route": "all"}}, "invalid-thread"),
+    ],
+)  # fmt: skip
+async def test_bad_messages_get_problem_reports(
+    peer: Peer, bad: dict[str, object], code: str
+) -> None:
+    await peer.mediate()
+    report = await (peer.send(bad) if peer.transport == "http" else _ws_send(peer, bad))
+    assert report is not None and report["@type"].endswith("/problem-report")
+    assert report["description"]["code"] == code
+    assert (await peer.status())["@type"].endswith("/status")  # the socket loop survived
+
+
+async def _ws_send(peer: Peer, msg: dict[str, object]) -> dict[str, object]:
+    await peer.ws.send(peer.pack(msg).decode())  # type: ignore[arg-type]
+    return await peer.next_message()
+
+
+async def test_unreadable_input_gets_a_json_error_and_loses_nothing(
+    dc_node: Node, med: str
+) -> None:
+    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+        for body in (b"garbage", b'{"protected": "!!"}', b"[]"):
+            answer = await client.post("/", content=body, headers=ENVELOPE)
+            assert answer.status_code == 400 and "error" in answer.json()
+        wrong_type = await client.post("/", content=b"{}", headers={"content-type": "text/plain"})
+        assert wrong_type.status_code == 415
+    async with Peer(dc_node.base, med, "ws") as peer:
+        await peer.ws.send("garbage")
+        error = json.loads(await peer.next_frame())
+        assert error["code"] == "invalid-json"
+        key = await peer.mediate()
+        await forward(dc_node.base, med, key, {"kept": True})
+        assert (await peer.status())["message_count"] == 1
+        # Pickup needs authcrypt: anoncrypted, it is refused without touching the queue.
+        await peer.ws.send(
+            peer.pack(message("messagepickup/2.0/status-request"), anon=True).decode()
+        )
+        assert json.loads(await peer.next_frame())["code"] == "authcrypt-required"
+
+
+async def test_plaintext_forward_when_allowed(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        key = await peer.mediate()
+        inner = envelope.pack(b'{"plain": true}', [key], peer.keys)
+        fwd = {"@type": "https://didcomm.org/routing/1.0/forward", "@id": "plain-fwd-01",
+               "to": peer.recipient_keys[key].did_key, "msg": json.loads(inner)}  # fmt: skip
+        answer = await peer.http.post(
+            "/", content=json.dumps(fwd), headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 202
+        assert (await peer.status())["message_count"] == 1
+
+
+async def test_invitation_endpoint_and_cli(dc_node: Node) -> None:
+    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+        data = (await client.get("/invitation")).json()
+    oob = data["invitation"]
+    assert oob["@type"] == "https://didcomm.org/out-of-band/1.1/invitation"
+    assert len(oob["services"]) == 1
+    assert oob["services"][0]["serviceEndpoint"] == dc_node.base
+    assert data["invitation_url"].startswith(dc_node.base + "?oob=")
+    printed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "mediator", "invitation", "--endpoint", dc_node.base],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.strip() == data["invitation_url"]
