@@ -99,11 +99,11 @@ class Peer:
             return None
         return await self.next_message()
 
-    async def next_frame(self, timeout: float = 5) -> bytes:
-        return await asyncio.wait_for(self.frames.get(), timeout)
+    async def next_frame(self, wait: float = 5) -> bytes:
+        return await asyncio.wait_for(self.frames.get(), wait)
 
-    async def next_message(self, timeout: float = 5) -> dict[str, Any]:
-        return self.open(await self.next_frame(timeout))
+    async def next_message(self, wait: float = 5) -> dict[str, Any]:
+        return self.open(await self.next_frame(wait))
 
     async def no_frame(self, seconds: float) -> bool:
         try:
