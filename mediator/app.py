@@ -86,10 +86,10 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             hub=hub,
             identity=await load_identity(redis, settings.key_seed),
             store=MediationStore(redis),
-            mailbox=Mailbox(engine, settings),
+            mailbox=Mailbox(engine, settings, metrics_),
             threads=ThreadBook(redis, settings.thread_state_seconds),
         )
-        app.state.didcomm = Pipeline(services)
+        app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None
         if settings.in_process_worker:
             from workers.runner import Worker

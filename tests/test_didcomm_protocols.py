@@ -276,3 +276,53 @@ async def test_invitation_endpoint_and_cli(dc_node: Node) -> None:
     )
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout.strip() == data["invitation_url"]
+
+
+async def test_oversized_envelopes_are_refused_and_the_socket_lives(
+    dc_node: Node, med: str
+) -> None:
+    too_big = b"{" + b" " * (2 * 1024 * 1024 + 10) + b"}"
+    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+        answer = await client.post("/", content=too_big, headers=ENVELOPE)
+        assert answer.status_code == 413 and answer.json()["code"] == "too-large"
+    async with Peer(dc_node.base, med, "ws") as peer:
+        await peer.ws.send(too_big.decode())
+        assert json.loads(await peer.next_frame())["code"] == "too-large"
+        await peer.mediate()
+        assert (await peer.status())["message_count"] == 0
+
+
+async def test_metrics_count_didcomm_messages(dc_node: Node, med: str) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await forward(dc_node.base, med, key, {"m": 1})
+        text = (await peer.http.get("/metrics")).text
+    assert 'mediator_didcomm_messages_total{outcome="ok",type="routing/1/forward"}' in text
+    assert "mediator_websockets 1.0" in text
+
+
+async def test_restricted_mediation_denies_unlisted_connections(redis_url: str) -> None:
+    from mediator.didcomm.keys import KeyPair
+
+    listed = KeyPair.generate()
+    node = Node(
+        redis_url, MEDIATOR_MEDIATION_OPEN="false", MEDIATOR_MEDIATION_ALLOWLIST=listed.did_key
+    )
+    await asyncio.to_thread(node.start)
+    try:
+        med = await mediator_key(node.base)
+        async with Peer(node.base, med) as stranger, Peer(node.base, med) as member:
+            member.keys = listed
+            deny = await stranger.send(message("coordinate-mediation/1.0/mediate-request"))
+            assert deny is not None and deny["@type"].endswith("/mediate-deny")
+            refused = await stranger.send(
+                message(
+                    "coordinate-mediation/1.0/keylist-update",
+                    updates=[{"recipient_key": KeyPair.generate().did_key, "action": "add"}],
+                )
+            )
+            assert refused is not None
+            assert refused["description"]["code"] == "mediation-not-granted"
+            await member.mediate()
+    finally:
+        node.stop()

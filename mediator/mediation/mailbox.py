@@ -17,6 +17,7 @@ from mediator.engine.keys import DIDCOMM_NAMESPACE
 from mediator.engine.model import QueueRef, QueueStats, ReceivedMessage, SendMessage
 from mediator.errors import QueueExists, QueueNotFound
 from mediator.mediation.limits import QueueLimits
+from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 
 ENVELOPE_TYPE = "application/didcomm-envelope-enc"
@@ -47,9 +48,10 @@ EMPTY_AT = MailboxStatus(0, 0, 0, 0, None, None)
 
 
 class Mailbox:
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(self, engine: Engine, settings: Settings, metrics: Metrics | None = None) -> None:
         self.engine = engine
         self.settings = settings
+        self.metrics = metrics
 
     async def open(self, connection: str) -> None:
         """Create the connection's queue with the operator's default limits (idempotent)."""
@@ -115,6 +117,8 @@ class Mailbox:
                 )
         except QueueNotFound:
             return [], await self.now_ms(), None
+        if self.metrics is not None and result.messages:
+            self.metrics.delivered.inc(len(result.messages))
         return result.messages, result.now_ms, result.next_due_ms
 
     async def acknowledge(self, connection: str, message_ids: Sequence[str]) -> int:
@@ -127,6 +131,8 @@ class Mailbox:
                     deleted += 1
             except QueueNotFound:
                 break
+        if self.metrics is not None and deleted:
+            self.metrics.acknowledged.inc(deleted)
         return deleted
 
     async def release(self, connection: str, message_ids: Sequence[str]) -> int:

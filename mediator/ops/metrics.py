@@ -66,6 +66,27 @@ class Metrics:
         self.waiters = Gauge(
             "mediator_long_poll_waiters", "Long-poll requests waiting on this node.", registry=r
         )
+        self.didcomm_messages = Counter(
+            "mediator_didcomm_messages",
+            "DIDComm messages received, by protocol message (family/major/name, or 'other') "
+            "and outcome (ok, problem_report, refused).",
+            ["type", "outcome"],
+            registry=r,
+        )
+        self.delivered = Counter(
+            "mediator_didcomm_handed_out_messages",
+            "Queued messages handed out to recipients (deliveries, batches, live, implicit; "
+            "re-offers included).",
+            registry=r,
+        )
+        self.acknowledged = Counter(
+            "mediator_didcomm_removed_messages",
+            "Queued messages removed because recipients acknowledged or received them.",
+            registry=r,
+        )
+        self.websockets = Gauge(
+            "mediator_websockets", "DIDComm WebSockets open on this node.", registry=r
+        )
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Counts a request; label children are looked up once per label set."""

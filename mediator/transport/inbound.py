@@ -21,7 +21,8 @@ from mediator.didcomm.message import Message
 from mediator.didcomm.problem import problem_report
 from mediator.errors import EnvelopeError, LimitExceeded, ProblemReport, StorageError
 from mediator.mediation.store import Connection
-from mediator.protocols import handler_for, is_anonymous
+from mediator.ops.metrics import Metrics
+from mediator.protocols import HANDLERS, handler_for, is_anonymous
 from mediator.protocols.context import Callback, Context, Reply, Services, Session
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Outcome:
     refusal: Refusal | None = None
     message: Message | None = None
     connection: Connection | None = None
+    problem: bool = False  # answered with a problem-report
 
     @property
     def may_drain(self) -> bool:
@@ -67,8 +69,9 @@ class Outcome:
 
 
 class Pipeline:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, metrics: Metrics | None = None) -> None:
         self.services = services
+        self.metrics = metrics
 
     def _find_key(self, kid: str) -> KeyPair | None:
         identity = self.services.identity
@@ -76,12 +79,28 @@ class Pipeline:
 
     async def handle(self, raw: bytes, session: Session, *, capacity: int | None) -> Outcome:
         try:
-            return await self._handle(raw, session, capacity)
+            outcome = await self._handle(raw, session, capacity)
         except (RedisError, StorageError, OSError) as exc:
             log.warning("storage unavailable: %s", exc)
-            return Outcome(
+            outcome = Outcome(
                 refusal=Refusal(503, "storage-unavailable", "storage unavailable; try again")
             )
+        if self.metrics is not None:
+            self._count(outcome)
+        return outcome
+
+    def _count(self, outcome: Outcome) -> None:
+        assert self.metrics is not None
+        mtype = outcome.message.type if outcome.message is not None else None
+        label = "other"
+        if mtype is not None and (mtype.family, mtype.major, mtype.name) in HANDLERS:
+            label = f"{mtype.family}/{mtype.major}/{mtype.name}"
+        result = "ok"
+        if outcome.refusal is not None:
+            result = "refused"
+        elif outcome.problem:
+            result = "problem_report"
+        self.metrics.didcomm_messages.labels(label, result).inc()
 
     async def _handle(self, raw: bytes, session: Session, capacity: int | None) -> Outcome:
         opened = self._open(raw)
@@ -95,7 +114,7 @@ class Pipeline:
                 return Outcome(refusal=Refusal(400, exc.code, exc.description))
             # It cannot say how to answer it, so the answer goes back the way it came.
             report = problem_report(exc.code, exc.description, None)
-            return Outcome(returned=[Outgoing(self._pack(report, sender))])
+            return Outcome(returned=[Outgoing(self._pack(report, sender))], problem=True)
         if sender is None and not is_anonymous(message.type):
             return Outcome(
                 message=message,
@@ -118,6 +137,7 @@ class Pipeline:
                 outcome.refusal = Refusal(400, exc.code, exc.description)
                 return outcome
             ctx.replies = [Reply(problem_report(exc.code, exc.description, message))]
+            outcome.problem = True
         await self._route(ctx, outcome, capacity)
         return outcome
 

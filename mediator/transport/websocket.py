@@ -201,6 +201,9 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
     limit = pipeline.services.settings.max_envelope_bytes
     await websocket.accept()
     session = WsSession(websocket, pipeline)
+    gauge = pipeline.metrics.websockets if pipeline.metrics is not None else None
+    if gauge is not None:
+        gauge.inc()
     try:
         while True:
             frame = await websocket.receive()
@@ -222,6 +225,8 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
     except (WebSocketDisconnect, SocketClosed):
         pass
     finally:
+        if gauge is not None:
+            gauge.dec()
         await session.close()
 
 
