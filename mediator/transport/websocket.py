@@ -164,12 +164,15 @@ class WsSession(Session):
                 await mailbox.acknowledge(connection, [message.message_id])
             return messages, due, now
 
-        await self._deliver_loop(connection, batch)
+        # An explicit pickup message on this socket ends the drain: from then on the
+        # connection fetches its queue itself.
+        await self._deliver_loop(connection, batch, until=lambda: self.explicit_pickup)
 
     async def _deliver_loop(
         self,
         connection: str,
         batch: Callable[[int], Awaitable[tuple[list[ReceivedMessage], int | None, int]]],
+        until: Callable[[], bool] = lambda: False,
     ) -> None:
         """Deliver whatever `batch` finds; when nothing, wait for a wake-up from a send on
         any node, for the next deadline, or for the periodic re-check."""
@@ -178,7 +181,7 @@ class WsSession(Session):
         marker_ms = int((recheck + 3) * 1000)
         queue = queue_of(connection).qualified
         try:
-            while not self.closed:
+            while not self.closed and not until():
                 with hub.waiting(queue) as woken:
                     messages, due, now = await batch(marker_ms)
                     if messages:
