@@ -191,6 +191,11 @@ async def test_did_sov_prefix_is_answered_in_kind(peer: Peer) -> None:
     )
     assert status is not None
     assert status["@type"] == "did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/queue/1.0/status"
+    # The draft's own example: return_route "thread" naming no thread means this one.
+    own = await peer.send(
+        message("did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/queue/1.0/status-request", route="thread")
+    )
+    assert own is not None and own["status"]["message_count"] == 0
 
 
 @pytest.mark.parametrize(

@@ -116,6 +116,8 @@ class Message:
             )
         thread = _thread(raw.get("~thread"), mid)
         route, route_thread = _transport(raw.get("~transport"))
+        if route == "thread" and route_thread is None:
+            route_thread = thread.thid  # Queue Management's examples name no thread: their own
         return cls(
             type=mtype,
             id=mid,
@@ -174,10 +176,8 @@ def _transport(value: object) -> tuple[str, str | None]:
             "invalid-transport", "~transport.return_route must be none, all or thread"
         )
     thread = value.get("return_route_thread")
-    if route == "thread" and not isinstance(thread, str):
-        raise ProblemReport(
-            "invalid-transport", "return_route thread needs a return_route_thread string"
-        )
+    if thread is not None and not isinstance(thread, str):
+        raise ProblemReport("invalid-transport", "return_route_thread must be a string")
     return str(route), thread if route == "thread" else None
 
 
