@@ -200,3 +200,41 @@ async def test_live_mode_over_http_gets_the_specs_problem_report(dc_node: Node, 
         assert report["@type"] == "https://didcomm.org/notification/1.0/problem-report"
         assert report["~thread"] == {"pthid": change["@id"]}
         assert report["description"]["en"] == "Connection does not support Live Delivery"
+
+
+async def test_live_delivery_is_offered_again_when_not_acknowledged(
+    dc_node: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=True))
+        await forward(dc_node.base, med, key, {"needs": "ack"})
+        first = attachments(await peer.next_message())
+        again = attachments(await peer.next_message(wait=5))  # the deadline is 2 s
+        assert [i for i, _ in again] == [i for i, _ in first]
+        await peer.ack([i for i, _ in again])
+        assert await peer.no_frame(2.5)
+
+
+async def test_live_delivery_wakes_across_nodes(dc_node: Node, node_b: Node, med: str) -> None:
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=True))
+        answer = await forward(node_b.base, med, key, {"via": "b"})
+        assert answer.status_code == 202
+        live = await peer.next_message()
+        assert [peer.open(b) for _, b in attachments(live)] == [{"via": "b"}]
+
+
+async def test_replies_without_a_return_route_are_queued_for_the_connection(
+    dc_node: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        await peer.mediate()
+        query = message("coordinate-mediation/1.0/keylist-query", route=None)
+        assert await peer.send(query) is None  # HTTP 202: nothing comes back
+        status = await peer.status()
+        assert status["message_count"] == 1
+        queued = attachments(await peer.deliver())
+        reply = peer.open(queued[0][1])
+        assert reply["@type"].endswith("/keylist") and reply["~thread"]["thid"] == query["@id"]
