@@ -56,7 +56,7 @@ async def test_implicit_pickup_over_websocket_drains_and_follows(dc_node: Node, 
         key = await peer.mediate()
         await forward(dc_node.base, med, key, {"queued": 1})
         ping = message("trust_ping/1.0/ping", response_requested=False)
-        await peer.ws.send(peer.pack(ping).decode())
+        await peer.send_raw(ping)
         assert peer.open(await peer.next_frame()) == {"queued": 1}
         await forward(dc_node.base, med, key, {"queued": 2})
         assert peer.open(await peer.next_frame()) == {"queued": 2}
@@ -86,9 +86,7 @@ async def test_a_pickup_2_connection_is_never_drained_implicitly(dc_node: Node, 
         key = await peer.mediate()
         await peer.status()
         await forward(dc_node.base, med, key, {"kept": True})
-        await peer.ws.send(
-            peer.pack(message("trust_ping/1.0/ping", response_requested=False)).decode()
-        )
+        await peer.send_raw(message("trust_ping/1.0/ping", response_requested=False))
         assert await peer.no_frame(0.8)
         assert (await peer.status())["message_count"] == 1
 
@@ -224,7 +222,7 @@ async def test_bad_messages_get_problem_reports(
 
 
 async def _ws_send(peer: Peer, msg: dict[str, object]) -> dict[str, object]:
-    await peer.ws.send(peer.pack(msg).decode())  # type: ignore[arg-type]
+    await peer.send_raw(msg)
     return await peer.next_message()
 
 
@@ -238,16 +236,14 @@ async def test_unreadable_input_gets_a_json_error_and_loses_nothing(
         wrong_type = await client.post("/", content=b"{}", headers={"content-type": "text/plain"})
         assert wrong_type.status_code == 415
     async with Peer(dc_node.base, med, "ws") as peer:
-        await peer.ws.send("garbage")
+        await peer.ws.send(b"garbage")
         error = json.loads(await peer.next_frame())
         assert error["code"] == "invalid-json"
         key = await peer.mediate()
         await forward(dc_node.base, med, key, {"kept": True})
         assert (await peer.status())["message_count"] == 1
         # Pickup needs authcrypt: anoncrypted, it is refused without touching the queue.
-        await peer.ws.send(
-            peer.pack(message("messagepickup/2.0/status-request"), anon=True).decode()
-        )
+        await peer.send_raw(message("messagepickup/2.0/status-request"), anon=True)
         assert json.loads(await peer.next_frame())["code"] == "authcrypt-required"
 
 
@@ -257,7 +253,7 @@ async def test_plaintext_forward_when_allowed(dc_node: Node, med: str) -> None:
         inner = envelope.pack(b'{"plain": true}', [key], peer.keys)
         fwd = {"@type": "https://didcomm.org/routing/1.0/forward", "@id": "plain-fwd-01",
                "to": peer.recipient_keys[key].did_key, "msg": json.loads(inner)}  # fmt: skip
-        answer = await peer.http.post(
+        answer = await peer.web.post(
             "/", content=json.dumps(fwd), headers={"content-type": "application/json"}
         )
         assert answer.status_code == 202
@@ -291,7 +287,7 @@ async def test_oversized_envelopes_are_refused_and_the_socket_lives(
         answer = await client.post("/", content=too_big, headers=ENVELOPE)
         assert answer.status_code == 413 and answer.json()["code"] == "too-large"
     async with Peer(dc_node.base, med, "ws") as peer:
-        await peer.ws.send(too_big.decode())
+        await peer.ws.send(too_big)
         assert json.loads(await peer.next_frame())["code"] == "too-large"
         await peer.mediate()
         assert (await peer.status())["message_count"] == 0
@@ -301,7 +297,7 @@ async def test_metrics_count_didcomm_messages(dc_node: Node, med: str) -> None:
     async with Peer(dc_node.base, med, "ws") as peer:
         key = await peer.mediate()
         await forward(dc_node.base, med, key, {"m": 1})
-        text = (await peer.http.get("/metrics")).text
+        text = (await peer.web.get("/metrics")).text
     assert 'mediator_didcomm_messages_total{outcome="ok",type="routing/1/forward"}' in text
     assert "mediator_websockets 1.0" in text
 
