@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 
 from mediator.engine import Engine
 from mediator.redis_conn import command_client
+from tests.didcomm_peer import Peer
 from tests.servers import Node, RedisUnderTest
 
 
@@ -77,6 +78,21 @@ def dc_node(redis_url: str) -> Iterator[Node]:
     node.start()
     yield node
     node.stop()
+
+
+@pytest.fixture(scope="session")
+async def med(dc_node: Node) -> str:
+    """The verkey of the DIDComm suites' mediator."""
+    from tests.didcomm_peer import mediator_key
+
+    return await mediator_key(dc_node.base)
+
+
+@pytest.fixture(params=["http", "ws"])
+async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> AsyncIterator[Peer]:
+    """A recipient of dc_node, once over HTTP and once over a WebSocket."""
+    async with Peer(dc_node.base, med, request.param) as p:
+        yield p
 
 
 @pytest.fixture

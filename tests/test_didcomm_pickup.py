@@ -3,25 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
-
-from tests.didcomm_peer import Peer, attachments, forward, mediator_key, message
+from tests.didcomm_peer import Peer, attachments, forward, message
 from tests.servers import Node
-
-TRANSPORTS = ["http", "ws"]
-
-
-@pytest.fixture(scope="module")
-async def med(dc_node: Node) -> str:
-    return await mediator_key(dc_node.base)
-
-
-@pytest.fixture(params=TRANSPORTS)
-async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> AsyncIterator[Peer]:
-    async with Peer(dc_node.base, med, request.param) as p:
-        yield p
 
 
 async def test_grant_carries_endpoint_and_routing_key(peer: Peer, dc_node: Node, med: str) -> None:

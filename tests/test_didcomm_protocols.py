@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -16,19 +15,6 @@ from mediator.didcomm import envelope
 from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key, message
 from tests.eventually import eventually
 from tests.servers import Node
-
-TRANSPORTS = ["http", "ws"]
-
-
-@pytest.fixture(scope="module")
-async def med(dc_node: Node) -> str:
-    return await mediator_key(dc_node.base)
-
-
-@pytest.fixture(params=TRANSPORTS)
-async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> AsyncIterator[Peer]:
-    async with Peer(dc_node.base, med, request.param) as p:
-        yield p
 
 
 async def test_pickup_v1_batch_removes_what_it_carried(peer: Peer, dc_node: Node, med: str) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from mediator.didcomm.keys import normalize_key
 from mediator.errors import InvalidKey, ProblemReport
 from mediator.mediation.store import Connection
-from mediator.protocols.context import Context
+from mediator.protocols.context import Callback, Context
 
 MAX_ACK_IDS = 1000
 
@@ -47,6 +47,20 @@ async def owned_key(ctx: Context, connection: Connection, value: object) -> str 
             "unknown-recipient-key", "recipient_key is not registered by this connection"
         )
     return key
+
+
+def handed_out(ctx: Context, connection: str, message_ids: list[str]) -> Callback | None:
+    """Note deliveries on the session (offered again if it closes unacknowledged) and give
+    the step that offers them again at once if the reply carrying them is never sent."""
+    if not message_ids:
+        return None
+    ctx.session.offered(connection, message_ids)
+    mailbox = ctx.services.mailbox
+
+    async def offer_again() -> None:
+        await mailbox.release(connection, message_ids)
+
+    return offer_again
 
 
 def whole_number(value: object, name: str, *, minimum: int) -> int:

@@ -10,6 +10,7 @@ from mediator.protocols.context import Context, Reply
 from mediator.protocols.pickup_common import (
     b64,
     explicit_pickup,
+    handed_out,
     id_list,
     owned_key,
     timestamp,
@@ -75,12 +76,8 @@ async def delivery_request(ctx: Context) -> None:
     }
     if key is not None:
         body["recipient_key"] = raw
-    ctx.session.offered(connection.verkey, ids)
-
-    async def offer_again() -> None:
-        await ctx.services.mailbox.release(connection.verkey, ids)
-
-    ctx.reply("delivery", body, queueable=False, if_unsent=offer_again)
+    unsent = handed_out(ctx, connection.verkey, ids)
+    ctx.reply("delivery", body, queueable=False, if_unsent=unsent)
 
 
 async def messages_received(ctx: Context) -> None:

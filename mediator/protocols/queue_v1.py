@@ -12,7 +12,13 @@ from typing import Any
 
 from mediator.errors import ProblemReport
 from mediator.protocols.context import Context
-from mediator.protocols.pickup_common import explicit_pickup, id_list, timestamp, whole_number
+from mediator.protocols.pickup_common import (
+    explicit_pickup,
+    handed_out,
+    id_list,
+    timestamp,
+    whole_number,
+)
 from mediator.protocols.pickup_v1 import attached
 
 FAMILY = "queue"
@@ -69,12 +75,7 @@ async def fetch_request(ctx: Context) -> None:
         await mailbox.acknowledge(connection.verkey, acked)
         ctx.session.acknowledged(connection.verkey, acked)
     messages, _, _ = await mailbox.deliver(connection.verkey, limit)
-    ids = [m.message_id for m in messages]
-    ctx.session.offered(connection.verkey, ids)
-
-    async def offer_again() -> None:
-        await mailbox.release(connection.verkey, ids)
-
+    unsent = handed_out(ctx, connection.verkey, [m.message_id for m in messages])
     ctx.reply(
         "batch",
         {
@@ -85,7 +86,7 @@ async def fetch_request(ctx: Context) -> None:
             ],
         },
         queueable=False,
-        if_unsent=offer_again if ids else None,
+        if_unsent=unsent,
     )
 
 

@@ -91,6 +91,20 @@ local function promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
   return promoted, purged
 end
 
+-- Append one handed-out message to a receive reply: 9 values from position 6 + 9 * (got - 1).
+local function put_message(out, got, f, receives, visible_at, moved_to)
+  local base = 6 + 9 * (got - 1)
+  out[base + 1] = f.i
+  out[base + 2] = f.b
+  out[base + 3] = f.t
+  out[base + 4] = f.e
+  out[base + 5] = f.r
+  out[base + 6] = tonumber(f.z)
+  out[base + 7] = receives
+  out[base + 8] = visible_at
+  out[base + 9] = moved_to
+end
+
 -- Remove one stream entry for good: acknowledged first, so nothing is left in the PEL.
 local function purge_entry(cfg, stream, inflight, rc, ids, sid, msg_id, size)
   redis.call('XACK', stream, 'g', sid)

@@ -42,16 +42,7 @@ local function deliver(sid, f)
   local receives = redis.call('HINCRBY', rc, sid, 1)
   redis.call('ZADD', inflight, hidden_until, sid)
   got = got + 1
-  local base = 6 + 9 * (got - 1)
-  out[base + 1] = f.i
-  out[base + 2] = f.b
-  out[base + 3] = f.t
-  out[base + 4] = f.e
-  out[base + 5] = f.r
-  out[base + 6] = tonumber(f.z)
-  out[base + 7] = receives
-  out[base + 8] = hidden_until
-  out[base + 9] = ''
+  put_message(out, got, f, receives, hidden_until, '')
 end
 
 if redis.call('EXISTS', stream) == 1 then
