@@ -18,12 +18,7 @@ from typing import Any
 import nacl.bindings as sodium
 import nacl.exceptions
 
-from mediator.didcomm.keys import (
-    KeyPair,
-    b58decode,
-    ed25519_to_x25519_public,
-    ed25519_to_x25519_secret,
-)
+from mediator.didcomm.keys import KeyPair, x25519_of
 from mediator.errors import EnvelopeError, InvalidKey
 
 MAX_RECIPIENTS = 100
@@ -57,9 +52,9 @@ def pack(message: bytes, recipient_verkeys: Sequence[str], sender: KeyPair | Non
         raise EnvelopeError("an envelope needs at least one recipient")
     cek = secrets.token_bytes(32)
     recipients: list[dict[str, Any]] = []
-    sender_secret = ed25519_to_x25519_secret(sender.sigkey) if sender else None
+    sender_secret = sender.x25519_secret if sender else None
     for verkey in recipient_verkeys:
-        target = ed25519_to_x25519_public(b58decode(verkey))
+        target = x25519_of(verkey)
         if sender is None or sender_secret is None:
             recipients.append(
                 {
@@ -97,11 +92,14 @@ def pack(message: bytes, recipient_verkeys: Sequence[str], sender: KeyPair | Non
     return json.dumps(out, separators=(",", ":")).encode()
 
 
-def _parse(data: bytes) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    try:
-        outer = json.loads(data)
-    except ValueError as exc:
-        raise EnvelopeError("the envelope is not JSON") from exc
+def _parse(data: bytes | dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    if isinstance(data, bytes | str):
+        try:
+            outer = json.loads(data)
+        except ValueError as exc:
+            raise EnvelopeError("the envelope is not JSON") from exc
+    else:
+        outer = data
     if not isinstance(outer, dict) or not isinstance(outer.get("protected"), str):
         raise EnvelopeError("the envelope has no protected header")
     try:
@@ -125,12 +123,13 @@ def _parse(data: bytes) -> tuple[dict[str, Any], str, dict[str, Any]]:
     return outer, outer["protected"], header
 
 
-def recipient_kids(envelope: bytes) -> list[str]:
+def recipient_kids(envelope: bytes | dict[str, Any]) -> list[str]:
     _, _, header = _parse(envelope)
     return [r["header"]["kid"] for r in header["recipients"]]
 
 
-def unpack(envelope: bytes, find_key: Callable[[str], KeyPair | None]) -> Unpacked:
+def unpack(envelope: bytes | dict[str, Any], find_key: Callable[[str], KeyPair | None]) -> Unpacked:
+    """Open an envelope (bytes, or its JSON already parsed)."""
     outer, protected, header = _parse(envelope)
     alg = header.get("alg")
     if alg not in ("Authcrypt", "Anoncrypt"):
@@ -141,15 +140,15 @@ def unpack(envelope: bytes, find_key: Callable[[str], KeyPair | None]) -> Unpack
             break
     else:
         raise EnvelopeError("the envelope is not addressed to a key of this mediator")
-    my_public = ed25519_to_x25519_public(keypair.verkey)
-    my_secret = ed25519_to_x25519_secret(keypair.sigkey)
+    my_public = keypair.x25519_public
+    my_secret = keypair.x25519_secret
     encrypted_key = b64decode(r.get("encrypted_key"), "encrypted_key")
     sender: str | None = None
     try:
         if alg == "Authcrypt":
             sealed_sender = b64decode(r["header"].get("sender"), "sender")
             sender = sodium.crypto_box_seal_open(sealed_sender, my_public, my_secret).decode()
-            sender_public = ed25519_to_x25519_public(b58decode(sender))
+            sender_public = x25519_of(sender)
             nonce = b64decode(r["header"].get("iv"), "iv")
             cek = sodium.crypto_box_open(encrypted_key, nonce, sender_public, my_secret)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import base58
@@ -40,15 +41,24 @@ class KeyPair:
         public, secret = nacl.bindings.crypto_sign_seed_keypair(seed)
         return cls(public, secret)
 
-    @property
+    @functools.cached_property
     def verkey_b58(self) -> str:
         return b58encode(self.verkey)
 
-    @property
+    @functools.cached_property
     def did_key(self) -> str:
         return verkey_to_did_key(self.verkey_b58)
 
+    @functools.cached_property
+    def x25519_public(self) -> bytes:
+        return ed25519_to_x25519_public(self.verkey)
 
+    @functools.cached_property
+    def x25519_secret(self) -> bytes:
+        return ed25519_to_x25519_secret(self.sigkey)
+
+
+@functools.lru_cache(maxsize=65536)
 def verkey_to_did_key(verkey_b58: str) -> str:
     raw = b58decode(verkey_b58)
     if len(raw) != 32:
@@ -56,6 +66,7 @@ def verkey_to_did_key(verkey_b58: str) -> str:
     return DID_KEY + "z" + b58encode(ED25519_MULTICODEC + raw)
 
 
+@functools.lru_cache(maxsize=65536)
 def did_key_to_verkey(did: str) -> str:
     value = did.split("#", 1)[0]
     if not value.startswith(DID_KEY + "z"):
@@ -66,6 +77,7 @@ def did_key_to_verkey(did: str) -> str:
     return b58encode(raw[2:])
 
 
+@functools.lru_cache(maxsize=65536)
 def normalize_key(value: str) -> str:
     """A base58 verkey from either form a wallet may send (raw base58 or did:key)."""
     if not isinstance(value, str) or not value:
@@ -75,6 +87,12 @@ def normalize_key(value: str) -> str:
     if len(b58decode(value)) != 32:
         raise InvalidKey(f"{value[:60]!r} is not a 32-byte base58 Ed25519 verkey")
     return value
+
+
+@functools.lru_cache(maxsize=65536)
+def x25519_of(verkey_b58: str) -> bytes:
+    """The X25519 key of a base58 Ed25519 verkey (peers' keys recur: converted once)."""
+    return ed25519_to_x25519_public(b58decode(verkey_b58))
 
 
 def ed25519_to_x25519_public(verkey: bytes) -> bytes:

@@ -110,6 +110,8 @@ class MediationStore:
     async def owners(self, recipient_keys: list[str]) -> list[str | None]:
         if not recipient_keys:
             return []
+        if len(recipient_keys) == 1:  # the usual forward: one key, no pipeline's overhead
+            return [await self.owner(recipient_keys[0])]
         pipe = self.redis.pipeline(transaction=False)  # not MGET: routes span cluster slots
         for key in recipient_keys:
             pipe.get(keys.route(key))

@@ -27,7 +27,7 @@ async def forward(ctx: Context) -> None:
     else:
         raise ProblemReport("invalid-forward", "forward.msg must be an envelope", status=400)
     try:
-        kids = recipient_kids(envelope)
+        kids = recipient_kids(msg if isinstance(msg, dict) else envelope)
     except EnvelopeError as exc:
         raise ProblemReport("invalid-forward", f"forward.msg: {exc}", status=400) from exc
 

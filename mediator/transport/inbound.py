@@ -28,6 +28,11 @@ from mediator.protocols.context import Callback, Context, Reply, Services, Sessi
 log = logging.getLogger(__name__)
 
 
+# Families whose messages never start an implicit drain: the pickup protocols themselves, and
+# mediation set-up, which wallets that pick up explicitly also send with return_route "all".
+NOT_DRAINING = ("messagepickup", "queue", "coordinate-mediation")
+
+
 @dataclass(frozen=True)
 class Refusal:
     status: int
@@ -55,8 +60,8 @@ class Outcome:
 
     @property
     def may_drain(self) -> bool:
-        """Implicit pickup: a return_route 'all' message from a granted connection that has
-        never fetched explicitly, with nothing else to carry back."""
+        """Implicit pickup: a return_route 'all' message (not a pickup or mediation one) from
+        a granted connection that has never fetched explicitly."""
         c, m = self.connection, self.message
         return (
             c is not None
@@ -64,7 +69,7 @@ class Outcome:
             and c.granted
             and not c.explicit_pickup
             and m.return_route == "all"
-            and m.type.family not in ("messagepickup", "queue")
+            and m.type.family not in NOT_DRAINING
         )
 
 
@@ -153,7 +158,7 @@ class Pipeline:
                 )
             return data, None, None
         try:
-            unpacked = envelope.unpack(raw, self._find_key)
+            unpacked = envelope.unpack(data, self._find_key)
         except EnvelopeError as exc:
             return Refusal(400, "unreadable-envelope", str(exc))
         try:

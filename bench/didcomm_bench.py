@@ -1,0 +1,397 @@
+"""DIDComm benchmark: forwards, pickup round trips and live-mode latency, in one run.
+
+It reuses the mqs benchmark's machinery (bench/mqs_bench.py): the same embedded server, two
+`mediator serve` nodes, the same anchor app (a bare Starlette JSON POST + one XADD), CPU
+pinning, and interleaved anchor/subject blocks after a warm-up. Workloads:
+
+  forward   POST / with an anoncrypted routing/1.0 forward of a 1 KiB message for a
+            registered recipient key (answered 202)          ratio to anchor       >= 0.5
+  pickup    over one WebSocket per recipient: delivery-request(limit 1) -> delivery ->
+            messages-received -> status, round trips per second, shown next to the anchor's
+            requests per second measured in the same run (one round trip = 2 requests)
+  live      live mode on a WebSocket; a sender POSTs forwards one at a time at a low rate;
+            from the forward's HTTP answer to the `delivery` frame on the recipient's socket
+            (same node), next to a bare PUBLISH -> subscriber floor  p99 <= 2 ms
+
+Envelopes the client would pack are packed before timing where they can be, so the figures
+measure the server. Results go to bench/results/didcomm-<timestamp>.json; the exit status is
+0 even when a target is missed (the line says MISSED), non-zero only when something failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import mqs_bench
+from loadgen import Connection, Operation, build_request, expect
+from mqs_bench import (
+    HOST,
+    Bench,
+    BenchError,
+    Side,
+    _dist,
+    fmt_rate,
+    percentile,
+    print_summary,
+    progress,
+    verdict,
+)
+
+from mediator.client import Recipient, Sender, attachments, message
+from mediator.client.transports import ENVELOPE_TYPE
+
+WORKLOADS = ("forward", "pickup", "live")
+mqs_bench.TARGETS.update({"forward": (">=", 0.5), "live": ("<=", 2.0)})
+ENVELOPE = {"Content-Type": ENVELOPE_TYPE}
+RECIPIENTS_PER_BLOCK = 8  # forwards rotate over them: each queue stays under its count limit
+
+
+class DidcommBench(Bench):
+    @property
+    def base(self) -> str:
+        assert self.node1 is not None
+        return f"http://{HOST}:{self.node1.port}"
+
+    async def recipient(self, transport: str = "http") -> tuple[Recipient, str]:
+        recipient = await Recipient.connect_to(self.base, transport)
+        return recipient, await recipient.mediate()
+
+    async def sanity(self) -> None:
+        recipient, key = await self.recipient()
+        try:
+            sender = Sender(recipient.mediator)
+            await sender.send_to(key, {"@type": "x", "n": 1}, self.base)
+            delivery = await recipient.deliver()
+            got = [recipient.open(body) for _, body in attachments(delivery)]
+            if got != [{"@type": "x", "n": 1}]:
+                raise BenchError(f"a forwarded message came back as {got!r}")
+            await recipient.ack([i for i, _ in attachments(delivery)])
+        finally:
+            await recipient.close()
+        progress("sanity checks passed (mediation, forward, delivery, acknowledgement)")
+
+    # ------------------------------------------------------------------ forward
+
+    def forward_side(self) -> Side:
+        content = {"@type": "https://didcomm.org/basicmessage/1.0/message", "content": "x" * 1000}
+
+        async def prepare(tag: str) -> Operation:
+            raws = []
+            for _ in range(RECIPIENTS_PER_BLOCK):
+                recipient, key = await self.recipient()
+                await recipient.close()
+                wrapped = Sender(recipient.mediator).wrap(key, content)
+                raws.append(build_request("POST", "/", ENVELOPE, wrapped))
+            turn = 0
+
+            async def op(conn: Connection) -> int:
+                nonlocal turn
+                turn += 1
+                expect(await conn.request(raws[turn % len(raws)]), 202)
+                return 1
+
+            return op
+
+        async def cleanup(tag: str) -> None:
+            return None
+
+        return Side("didcomm-forward", self.node1_target(), prepare, cleanup)
+
+    async def workload_forward(self) -> None:
+        r = await self.paired("forward", self.anchor_side(), self.forward_side())
+        self.anchor_rate = r.a_rate
+        self.results["forward"] = r.to_json()
+        self.report_ratio(
+            "forward", "forward 1KiB", r, f"anchor {fmt_rate(r.a_rate)}/s", "target >= 0.5"
+        )
+
+    # ------------------------------------------------------------------ pickup
+
+    async def workload_pickup(self) -> None:
+        args = self.args
+        users = args.pickup_recipients
+        backlog = int(args.seconds * 4000 / users) + 200
+        recipients = []
+        for _ in range(users):
+            recipient, key = await self.recipient("ws")
+            sender = Sender(recipient.mediator)
+            requests = [
+                build_request("POST", "/", ENVELOPE, sender.wrap(key, {"n": i}))
+                for i in range(backlog)
+            ]
+            await mqs_bench.bulk(self.node1_target().port, requests, [202])
+            recipients.append(recipient)
+        progress(f"pickup: {users} recipients with {backlog} queued messages each")
+        request = message("messagepickup/2.0/delivery-request", limit=1)
+        perf = time.perf_counter
+        rates: list[float] = []
+        try:
+            for block in range(-1, args.pairs):
+                seconds = args.warmup if block < 0 else args.seconds
+                if seconds <= 0:
+                    continue
+                counts = [0] * users
+                deadline = perf() + seconds
+
+                async def loop(i: int, recipient: Recipient, deadline: float) -> None:
+                    packed = recipient.pack(request)
+                    while perf() < deadline:
+                        await recipient.ws.send(packed)
+                        delivery = recipient.open(await recipient.ws.receive(10))
+                        ids = [a["@id"] for a in delivery.get("~attach", [])]
+                        if not ids:
+                            raise BenchError(f"pickup ran dry: {delivery.get('@type')}")
+                        ack = message("messagepickup/2.0/messages-received", message_id_list=ids)
+                        await recipient.ws.send(recipient.pack(ack))
+                        await recipient.ws.receive(10)  # the status
+                        counts[i] += 1
+
+                start = perf()
+                await asyncio.gather(*(loop(i, r, deadline) for i, r in enumerate(recipients)))
+                rate = sum(counts) / (perf() - start)
+                label = "warm-up" if block < 0 else f"block {block + 1}/{args.pairs}"
+                progress(f"pickup {label}: {fmt_rate(rate)} round trips/s")
+                if block >= 0:
+                    rates.append(rate)
+                await asyncio.sleep(args.pause)
+        finally:
+            for recipient in recipients:
+                await recipient.close()
+        rate = statistics.median(rates)
+        anchor = getattr(self, "anchor_rate", None)
+        versus = (
+            f"  = {2 * rate / anchor:.2f}x the anchor's requests/s ({fmt_rate(anchor)}/s, "
+            f"2 requests per round trip)"
+            if anchor
+            else "  (run with the forward workload for the anchor figure)"
+        )
+        line = f"pickup round trips over WebSocket: {fmt_rate(rate)}/s{versus}"
+        self.lines.append(line)
+        print(line, flush=True)
+        self.results["pickup"] = {
+            "round_trips_per_second_median": rate,
+            "blocks": rates,
+            "recipients": users,
+            "anchor_requests_per_second": anchor,
+            "ratio_requests_to_anchor": 2 * rate / anchor if anchor else None,
+        }
+        self.summary.append(
+            (
+                "pickup round trips (ws)",
+                f"{fmt_rate(rate)}/s"
+                + (f" ({2 * rate / anchor:.2f}x anchor req/s)" if anchor else ""),
+                "recorded",
+                "",
+            )
+        )
+
+    # ------------------------------------------------------------------ live
+
+    async def workload_live(self) -> None:
+        args = self.args
+        rounds, gap = args.rounds, 1 / args.live_rate
+        recipient, key = await self.recipient("ws")
+        sender = Sender(recipient.mediator)
+        status = await recipient.live(True)
+        if status.get("live_delivery") is not True:
+            raise BenchError(f"live mode was not turned on: {status!r}")
+        forwards = [
+            build_request("POST", "/", ENVELOPE, sender.wrap(key, {"n": i}))
+            for i in range(-min(20, rounds), rounds)
+        ]
+        conn = await Connection(HOST, self.node1_target().port).open()
+        after_answer: list[float] = []
+        end_to_end: list[float] = []
+        perf = time.perf_counter
+        try:
+            for n, raw in enumerate(forwards):
+                i = n - min(20, rounds)
+                await asyncio.sleep(gap)
+                t0 = perf()
+                answer = await conn.request(raw)
+                t1 = perf()
+                frame = await recipient.ws.receive(10)
+                t2 = perf()
+                expect(answer, 202)
+                delivery = recipient.open(frame)
+                if not delivery["@type"].endswith("/delivery"):
+                    raise BenchError(f"expected a live delivery, got {delivery['@type']}")
+                ids = [a["@id"] for a in delivery["~attach"]]
+                await recipient.ws.send(
+                    recipient.pack(
+                        message(
+                            "messagepickup/2.0/messages-received", route=None, message_id_list=ids
+                        )
+                    )
+                )
+                if i >= 0:
+                    after_answer.append((t2 - t1) * 1000)
+                    end_to_end.append((t2 - t0) * 1000)
+        finally:
+            await conn.close()
+            await recipient.close()
+        floor = await self.publish_floor(min(rounds, 300), gap)
+        p50, p99 = percentile(after_answer, 50), percentile(after_answer, 99)
+        status_text = verdict("live", p99)
+        line = (
+            f"live delivery (forward answered -> delivery frame): p50 {p50:.2f} ms "
+            f"p99 {p99:.2f} ms ({len(after_answer)} rounds at {args.live_rate:g}/s)  "
+            f"from forward sent: p50 {percentile(end_to_end, 50):.2f} ms "
+            f"p99 {percentile(end_to_end, 99):.2f} ms  floor PUBLISH->subscriber "
+            f"p50 {percentile(floor, 50):.2f} ms p99 {percentile(floor, 99):.2f} ms  "
+            f"target p99 <= 2 ms  {status_text}"
+        )
+        self.lines.append(line)
+        print(line, flush=True)
+        self.results["live"] = {
+            "rounds": len(after_answer),
+            "rate_per_second": args.live_rate,
+            "forward_answer_to_delivery_ms": _dist(after_answer),
+            "forward_sent_to_delivery_ms": _dist(end_to_end),
+            "floor_publish_to_subscriber_ms": _dist(floor),
+            "target_p99_ms": 2.0,
+            "status": status_text,
+        }
+        self.summary.append(
+            (
+                "live delivery p99",
+                f"{p99:.2f} ms (p50 {p50:.2f})",
+                "<= 2 ms",
+                f"{status_text}  [floor p99 {percentile(floor, 99):.2f} ms]",
+            )
+        )
+
+    # ------------------------------------------------------------------ run
+
+    async def run_selected(self) -> None:
+        steps = {
+            "forward": self.workload_forward,
+            "pickup": self.workload_pickup,
+            "live": self.workload_live,
+        }
+        for name in WORKLOADS:
+            if name in self.args.only:
+                progress(f"--- {name}")
+                await steps[name]()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="What each figure means, and figures measured: bench/README.md.",
+    )
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured block length (4)")
+    parser.add_argument("--pairs", type=int, default=3, help="blocks per workload (3)")
+    parser.add_argument("--warmup", type=float, default=2.0, help="warm-up per side (2)")
+    parser.add_argument("--pause", type=float, default=0.3, help="idle seconds between blocks")
+    parser.add_argument(
+        "--connections", type=int, default=32, help="concurrent HTTP connections (32)"
+    )
+    parser.add_argument("--rounds", type=int, default=300, help="live-latency rounds (300)")
+    parser.add_argument(
+        "--live-rate", type=float, default=50.0, help="forwards per second in the live run (50)"
+    )
+    parser.add_argument(
+        "--pickup-recipients",
+        type=int,
+        default=4,
+        help="recipients picking up at once, one WebSocket each (4)",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated workloads (default all: {','.join(WORKLOADS)})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 1.5 s blocks, 1 pair, 60 live rounds"
+    )
+    parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the forward blocks, one more block per side under py-spy, summarised",
+    )
+    parser.add_argument("--keep-tmp", action="store_true", help="keep logs and Redis data")
+    parser.add_argument(
+        "--output-dir", default=str(mqs_bench.BENCH_DIR / "results"), help="where results go"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seconds, args.pairs, args.warmup, args.rounds = 1.5, 1, 0.5, 60
+    only = {w.strip() for w in args.only.split(",") if w.strip()}
+    if only - set(WORKLOADS):
+        parser.error(f"unknown workloads {sorted(only - set(WORKLOADS))}")
+    if not (0.1 <= args.seconds <= 120 and 1 <= args.pairs <= 50 and 1 <= args.rounds):
+        parser.error("--seconds must be 0.1..120, --pairs 1..50, --rounds >= 1")
+    if not (0.5 <= args.live_rate <= 1000 and 1 <= args.pickup_recipients <= 64):
+        parser.error("--live-rate must be 0.5..1000 and --pickup-recipients 1..64")
+    # What the mqs machinery reads and this benchmark does not offer.
+    args.only = only
+    args.redis_url = ""
+    return args
+
+
+async def amain(args: argparse.Namespace) -> tuple[DidcommBench, dict[str, Any]]:
+    bench = DidcommBench(args)
+    try:
+        async with asyncio.timeout(mqs_bench.RUN_TIMEOUT_S):
+            started = datetime.now(UTC)
+            await bench.start()
+            await bench.sanity()
+            await bench.run_selected()
+            report = {
+                "benchmark": "didcomm",
+                "started": started.isoformat(timespec="seconds"),
+                "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+                "options": {k: v for k, v in vars(args).items() if k != "only"}
+                | {"only": sorted(args.only)},
+                "pinning": vars(bench.pinning),
+                "results": bench.results,
+                "lines": bench.lines,
+                "errors": bench.errors,
+                "server_log_lines": bench.node_log_problems()[:200],
+            }
+    except BaseException:
+        for p in bench.procs:
+            tail = p.log_tail(1500).strip()
+            if tail:
+                print(f"--- {p.name} log (last lines) ---\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        await bench.stop()
+    return bench, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        bench, report = asyncio.run(amain(args))
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    print_summary(bench)
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"didcomm-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\nresults written to {path}")
+    if bench.errors:
+        print("errors during the run:", *bench.errors, sep="\n  ", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
