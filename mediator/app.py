@@ -17,10 +17,10 @@ from starlette.routing import Route
 
 from mediator.didcomm.identity import load_identity
 from mediator.didcomm.threads import ThreadBook
-from mediator.engine import Engine
+from mediator.engine import Engine, keys
 from mediator.engine.wakeups import WakeHub
 from mediator.mediation.mailbox import Mailbox
-from mediator.mediation.store import MediationStore
+from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
 from mediator.ops.metrics import Metrics
@@ -77,6 +77,9 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         redis = command_client(redis_url)
         engine = Engine(redis, shards=settings.worker_shards)
         hub = WakeHub(lambda: subscriber_client(redis_url))
+        routes = RouteCache(settings.route_cache_seconds)
+        hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
+        store = MediationStore(redis, routes)
         await hub.start()
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
@@ -85,7 +88,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             engine=engine,
             hub=hub,
             identity=await load_identity(redis, settings.key_seed),
-            store=MediationStore(redis),
+            store=store,
             mailbox=Mailbox(engine, settings, metrics_),
             threads=ThreadBook(redis, settings.thread_state_seconds),
         )

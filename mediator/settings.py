@@ -196,6 +196,14 @@ class Settings:
             scope="serve",
         ),
     )
+    route_cache_seconds: float = field(
+        default=5.0,
+        metadata=_opt(
+            "How long a node remembers which connection a recipient key routes to (0: ask "
+            "Redis on every forward). Removals reach every node at once over pub/sub; this "
+            "bounds staleness if such a message is lost.",
+        ),
+    )
     thread_state_seconds: int = field(
         default=86400,
         metadata=_opt("How long per-thread sender orders (RFC 0008) are kept after last use."),

@@ -222,3 +222,19 @@ async def test_replies_without_a_return_route_are_queued_for_the_connection(
         queued = attachments(await peer.deliver())
         reply = peer.open(queued[0][1])
         assert reply["@type"].endswith("/keylist") and reply["~thread"]["thid"] == query["@id"]
+
+
+async def test_a_removed_key_stops_routing_on_every_node_at_once(
+    dc_node: Node, node_b: Node, med: str
+) -> None:
+    async with Peer(dc_node.base, med) as peer:
+        key = await peer.mediate()
+        for base in (dc_node.base, node_b.base):  # both nodes now know the route
+            assert (await forward(base, med, key, {"before": True})).status_code == 202
+        removed = await peer.keylist_update(remove=[key])
+        assert removed["updated"][0]["result"] == "success"
+        await asyncio.sleep(0.2)  # the removal's pub/sub message reaches node b
+        for base in (dc_node.base, node_b.base):
+            answer = await forward(base, med, key, {"after": True})
+            assert answer.status_code == 404, base
+        assert (await peer.status())["message_count"] == 2

@@ -40,9 +40,9 @@ def b64decode(value: object, what: str) -> bytes:
     """Both alphabets, with or without padding: implementations differ."""
     if not isinstance(value, str):
         raise EnvelopeError(f"{what} must be a base64 string")
-    text = value.replace("+", "-").replace("/", "_").rstrip("=")
+    # urlsafe_b64decode also reads the standard alphabet (+/), and padding is optional.
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
     except (binascii.Error, ValueError) as exc:
         raise EnvelopeError(f"{what} is not base64") from exc
 

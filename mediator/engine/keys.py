@@ -121,6 +121,9 @@ def connection_keys(verkey: str) -> ConnectionKeys:
     return ConnectionKeys(record=f"{tag}:conn", keylist=f"{tag}:keys", threads=f"{tag}:thr")
 
 
+ROUTES_CHANNEL = f"{DIDCOMM_PREFIX}:routes"  # "<recipient key>" whose route was removed
+
+
 def route(recipient_key: str) -> str:
     """String: recipient key (base58) -> the connection verkey that registered it."""
     return f"{DIDCOMM_PREFIX}:route:{recipient_key}"

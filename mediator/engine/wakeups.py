@@ -29,7 +29,15 @@ class WakeHub:
         self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._listeners: dict[str, tuple[Callable[[bytes], None], Callable[[], None]]] = {}
         self.connected = asyncio.Event()
+
+    def listen(
+        self, channel: str, handle: Callable[[bytes], None], reset: Callable[[], None]
+    ) -> None:
+        """Also deliver `channel`'s messages to `handle` (call before start); `reset` runs on
+        every (re)subscription, since messages may have been missed meanwhile."""
+        self._listeners[channel] = (handle, reset)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="wake-subscriber")
@@ -117,13 +125,22 @@ class WakeHub:
             client = self._make_client()
             pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(keys.WAKE_CHANNEL)
+                await pubsub.subscribe(keys.WAKE_CHANNEL, *self._listeners)
                 self.connected.set()
                 self.wake_all()  # wake-ups may have been missed while we were away
+                for _, reset in self._listeners.values():
+                    reset()
                 backoff = 0.05
                 async for message in pubsub.listen():
-                    if message.get("type") == "message":
+                    if message.get("type") != "message":
+                        continue
+                    channel = message["channel"]
+                    channel = channel.decode() if isinstance(channel, bytes) else channel
+                    listener = self._listeners.get(channel)
+                    if listener is None:
                         self.handle(message["data"])
+                    else:
+                        listener[0](message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any connection trouble: resubscribe

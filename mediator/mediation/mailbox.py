@@ -52,21 +52,20 @@ class Mailbox:
         self.engine = engine
         self.settings = settings
         self.metrics = metrics
+        self.defaults = QueueLimits.defaults(settings).to_config(settings)
 
     async def open(self, connection: str) -> None:
         """Create the connection's queue with the operator's default limits (idempotent)."""
         with contextlib.suppress(QueueExists):
-            await self.engine.create_queue(
-                queue_of(connection), QueueLimits.defaults(self.settings).to_config(self.settings)
-            )
+            await self.engine.create_queue(queue_of(connection), self.defaults)
 
     async def enqueue(self, connection: str, envelope: bytes, recipient_key: str) -> str:
         ref = queue_of(connection)
-        result = await self.engine.send(
-            ref,
-            [SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)],
-            create_with=QueueLimits.defaults(self.settings).to_config(self.settings),
-        )
+        message = [SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)]
+        try:  # the queue was made at the grant; recreated here should it be gone
+            result = await self.engine.send(ref, message)
+        except QueueNotFound:
+            result = await self.engine.send(ref, message, create_with=self.defaults)
         return result.message_ids[0]
 
     async def status(self, connection: str, recipient_key: str | None = None) -> MailboxStatus:

@@ -9,6 +9,8 @@ leaves at worst a key that still routes to its owner and can be removed again.
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -35,9 +37,43 @@ class Connection:
         return self.state == GRANTED
 
 
+class RouteCache:
+    """Recent recipient key -> connection answers, for at most `ttl` seconds each. Only
+    found routes are kept, so a newly registered key is routable at once."""
+
+    def __init__(self, ttl: float, size: int = 100_000) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def get(self, key: str) -> str | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[1] < time.monotonic():
+            del self._entries[key]
+            return None
+        return entry[0]
+
+    def put(self, key: str, owner: str) -> None:
+        if self.ttl <= 0:
+            return
+        self._entries[key] = (owner, time.monotonic() + self.ttl)
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def forget(self, key: bytes | str) -> None:
+        self._entries.pop(_s(key), None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
 class MediationStore:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, routes: RouteCache | None = None) -> None:
         self.redis = redis
+        self.routes = routes or RouteCache(0)
 
     async def connection(self, verkey: str) -> Connection:
         fields = await self.redis.hmget(keys.connection_keys(verkey).record, ["state", "xp"])
@@ -72,6 +108,9 @@ class MediationStore:
         """Unregister `key`: success, or no_change when this connection does not hold it."""
         removed = await self.redis.zrem(keys.connection_keys(connection).keylist, key)
         released = await self._release_route(key, connection)
+        self.routes.forget(key)
+        if released:
+            await self.redis.publish(keys.ROUTES_CHANNEL, key)  # every node forgets it too
         return "success" if removed or released else "no_change"
 
     async def _release_route(self, key: str, connection: str) -> bool:
@@ -104,8 +143,14 @@ class MediationStore:
         return [_s(k) for k in page], int(total)
 
     async def owner(self, key: str) -> str | None:
+        cached = self.routes.get(key)
+        if cached is not None:
+            return cached
         value = await self.redis.get(keys.route(key))
-        return None if value is None else _s(value)
+        if value is None:
+            return None
+        self.routes.put(key, _s(value))
+        return _s(value)
 
     async def owners(self, recipient_keys: list[str]) -> list[str | None]:
         if not recipient_keys:
@@ -116,4 +161,8 @@ class MediationStore:
         for key in recipient_keys:
             pipe.get(keys.route(key))
         values = await pipe.execute()
-        return [None if v is None else _s(v) for v in values]
+        owners = [None if v is None else _s(v) for v in values]
+        for key, owner in zip(recipient_keys, owners, strict=True):
+            if owner is not None:
+                self.routes.put(key, owner)
+        return owners
