@@ -313,3 +313,19 @@ async def test_restricted_mediation_denies_unlisted_connections(redis_url: str) 
             await member.mediate()
     finally:
         node.stop()
+
+
+async def test_deeply_nested_json_is_refused_not_crashed(dc_node: Node, med: str) -> None:
+    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+        nested = b"[" * 100_000 + b"]" * 100_000
+        answer = await client.post("/", content=nested, headers=ENVELOPE)
+        assert answer.status_code == 400 and answer.json()["code"] == "invalid-json"
+    async with Peer(dc_node.base, med) as peer:
+        await peer.mediate()
+        deep: dict[str, object] = {}
+        node = deep
+        for _ in range(40):
+            node["x"] = {}
+            node = node["x"]  # type: ignore[assignment]
+        report = await peer.send(message("messagepickup/2.0/status-request", extra=deep))
+        assert report is not None and report["description"]["code"] == "invalid-message"

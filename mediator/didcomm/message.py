@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,10 +183,13 @@ def _transport(value: object) -> tuple[str, str | None]:
 
 
 def _depth(value: object, level: int = 0) -> int:
+    """How deeply containers nest (leaves are not visited: most values are strings)."""
     if level > MAX_DEPTH:
         return level
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level + 1)
-    return level
+    items = value.values() if isinstance(value, dict) else value
+    assert isinstance(items, Iterable)
+    deepest = level + 1
+    for item in items:
+        if isinstance(item, dict | list):
+            deepest = max(deepest, _depth(item, level + 1))
+    return deepest

@@ -77,6 +77,7 @@ class Pipeline:
     def __init__(self, services: Services, metrics: Metrics | None = None) -> None:
         self.services = services
         self.metrics = metrics
+        self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
 
     def _find_key(self, kid: str) -> KeyPair | None:
         identity = self.services.identity
@@ -97,15 +98,19 @@ class Pipeline:
     def _count(self, outcome: Outcome) -> None:
         assert self.metrics is not None
         mtype = outcome.message.type if outcome.message is not None else None
-        label = "other"
-        if mtype is not None and (mtype.family, mtype.major, mtype.name) in HANDLERS:
-            label = f"{mtype.family}/{mtype.major}/{mtype.name}"
+        name = ("", 0, "") if mtype is None else (mtype.family, mtype.major, mtype.name)
         result = "ok"
         if outcome.refusal is not None:
             result = "refused"
         elif outcome.problem:
             result = "problem_report"
-        self.metrics.didcomm_messages.labels(label, result).inc()
+        counter = self._counters.get((name, result))
+        if counter is None:
+            label = f"{name[0]}/{name[1]}/{name[2]}" if name in HANDLERS else "other"
+            counter = self.metrics.didcomm_messages.labels(label, result)
+            if name in HANDLERS:  # a bounded set of label children, looked up once
+                self._counters[(name, result)] = counter
+        counter.inc()
 
     async def _handle(self, raw: bytes, session: Session, capacity: int | None) -> Outcome:
         opened = self._open(raw)
@@ -149,7 +154,7 @@ class Pipeline:
     def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return Refusal(400, "invalid-json", "the body is not JSON")
         if isinstance(data, dict) and "protected" not in data:
             if not self.services.settings.allow_plaintext:
@@ -163,7 +168,7 @@ class Pipeline:
             return Refusal(400, "unreadable-envelope", str(exc))
         try:
             message = json.loads(unpacked.message)
-        except ValueError:
+        except (ValueError, RecursionError):
             if unpacked.sender_verkey is None:
                 return Refusal(400, "invalid-json", "the decrypted message is not JSON")
             message = None  # Message.parse turns this into a problem-report
