@@ -160,6 +160,10 @@ async def test_replies_follow_rfc_0008_threading(peer: Peer) -> None:
     again = await peer.send(second)
     assert again is not None
     assert again["~thread"]["sender_order"] == 1 and again["~thread"]["pthid"] == "parent-0001"
+    late = message("messagepickup/2.0/status-request")
+    late["~thread"] = {"thid": "thread-0001", "sender_order": 3}  # arrived out of order
+    third = await peer.send(late)
+    assert third is not None and third["~thread"]["received_orders"] == {peer.verkey: 5}
     empty = message("messagepickup/2.0/status-request")
     empty["~thread"] = {}
     fresh = await peer.send(empty)

@@ -13,32 +13,26 @@ from redis.asyncio import Redis
 
 from mediator.didcomm.message import Message
 from mediator.engine import keys
+from mediator.engine.scripts import Scripts
 
 
 class ThreadBook:
     def __init__(self, redis: Redis, ttl_seconds: int) -> None:
-        self.redis = redis
+        self.scripts = Scripts(redis)
         self.ttl = ttl_seconds
 
     async def reply_thread(self, connection: str, inbound: Message) -> dict[str, Any]:
         """The `~thread` of our next message on the inbound message's thread."""
         thread = inbound.thread
-        key = keys.connection_keys(connection).threads
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(key, f"r:{thread.thid}")
-        pipe.hset(key, f"r:{thread.thid}", thread.sender_order)
-        pipe.hincrby(key, f"s:{thread.thid}", 1)
-        pipe.expire(key, self.ttl)
-        seen, _, sent, _ = await pipe.execute()
-        # Messages may arrive out of order: keep reporting the highest order seen.
-        highest = thread.sender_order
-        if seen is not None and int(seen) > highest:
-            highest = int(seen)
-            await self.redis.hset(key, f"r:{thread.thid}", highest)
+        ours, highest = await self.scripts.call(
+            "thread_order",
+            [keys.connection_keys(connection).threads],
+            [thread.thid, thread.sender_order, self.ttl],
+        )
         out: dict[str, Any] = {
             "thid": thread.thid,
-            "sender_order": int(sent) - 1,
-            "received_orders": {connection: highest},
+            "sender_order": int(ours),
+            "received_orders": {connection: int(highest)},
         }
         if thread.pthid is not None:
             out["pthid"] = thread.pthid

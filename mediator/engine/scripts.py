@@ -32,6 +32,7 @@ NAMES = (
     "tag_stats",
     "release",
     "queue_limits",
+    "thread_order",
 )
 
 
