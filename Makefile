@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
 
-.PHONY: install serve test lint unit engine-redis7 bench
+.PHONY: install serve test lint unit engine-redis7 bench bench-didcomm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -39,3 +39,6 @@ test: lint unit engine-redis7
 
 bench: install
 	$(PY) bench/mqs_bench.py
+
+bench-didcomm: install
+	$(PY) bench/didcomm_bench.py
