@@ -133,6 +133,20 @@ class DidcommBench(Bench):
         request = message("messagepickup/2.0/delivery-request", limit=1)
         perf = time.perf_counter
         rates: list[float] = []
+
+        async def loop(i: int, recipient: Recipient, deadline: float, counts: list[int]) -> None:
+            packed = recipient.pack(request)
+            while perf() < deadline:
+                await recipient.ws.send(packed)
+                delivery = recipient.open(await recipient.ws.receive(10))
+                ids = [a["@id"] for a in delivery.get("~attach", [])]
+                if not ids:
+                    raise BenchError(f"pickup ran dry: {delivery.get('@type')}")
+                ack = message("messagepickup/2.0/messages-received", message_id_list=ids)
+                await recipient.ws.send(recipient.pack(ack))
+                await recipient.ws.receive(10)  # the status
+                counts[i] += 1
+
         try:
             for block in range(-1, args.pairs):
                 seconds = args.warmup if block < 0 else args.seconds
@@ -141,21 +155,10 @@ class DidcommBench(Bench):
                 counts = [0] * users
                 deadline = perf() + seconds
 
-                async def loop(i: int, recipient: Recipient, deadline: float) -> None:
-                    packed = recipient.pack(request)
-                    while perf() < deadline:
-                        await recipient.ws.send(packed)
-                        delivery = recipient.open(await recipient.ws.receive(10))
-                        ids = [a["@id"] for a in delivery.get("~attach", [])]
-                        if not ids:
-                            raise BenchError(f"pickup ran dry: {delivery.get('@type')}")
-                        ack = message("messagepickup/2.0/messages-received", message_id_list=ids)
-                        await recipient.ws.send(recipient.pack(ack))
-                        await recipient.ws.receive(10)  # the status
-                        counts[i] += 1
-
                 start = perf()
-                await asyncio.gather(*(loop(i, r, deadline) for i, r in enumerate(recipients)))
+                await asyncio.gather(
+                    *(loop(i, r, deadline, counts) for i, r in enumerate(recipients))
+                )
                 rate = sum(counts) / (perf() - start)
                 label = "warm-up" if block < 0 else f"block {block + 1}/{args.pairs}"
                 progress(f"pickup {label}: {fmt_rate(rate)} round trips/s")
@@ -330,7 +333,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     only = {w.strip() for w in args.only.split(",") if w.strip()}
     if only - set(WORKLOADS):
         parser.error(f"unknown workloads {sorted(only - set(WORKLOADS))}")
-    if not (0.1 <= args.seconds <= 120 and 1 <= args.pairs <= 50 and 1 <= args.rounds):
+    if not (0.1 <= args.seconds <= 120 and 1 <= args.pairs <= 50 and args.rounds >= 1):
         parser.error("--seconds must be 0.1..120, --pairs 1..50, --rounds >= 1")
     if not (0.5 <= args.live_rate <= 1000 and 1 <= args.pickup_recipients <= 64):
         parser.error("--live-rate must be 0.5..1000 and --pickup-recipients 1..64")
