@@ -19,7 +19,13 @@ from mediator.didcomm import envelope
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.message import Message
 from mediator.didcomm.problem import problem_report
-from mediator.errors import EnvelopeError, LimitExceeded, ProblemReport, StorageError
+from mediator.errors import (
+    EnvelopeError,
+    LimitExceeded,
+    ProblemReport,
+    QueueError,
+    StorageError,
+)
 from mediator.mediation.store import Connection
 from mediator.ops.metrics import Metrics
 from mediator.protocols import HANDLERS, handler_for, is_anonymous
@@ -91,6 +97,9 @@ class Pipeline:
             outcome = Outcome(
                 refusal=Refusal(503, "storage-unavailable", "storage unavailable; try again")
             )
+        except Exception:  # a bug: answered, logged, and the socket's loop goes on
+            log.exception("unexpected error handling a DIDComm message")
+            outcome = Outcome(refusal=Refusal(500, "internal-error", "internal error"))
         if self.metrics is not None:
             self._count(outcome)
         return outcome
@@ -139,6 +148,12 @@ class Pipeline:
         outcome = Outcome(message=message, connection=connection)
         try:
             await handler_for(message.type)(ctx)
+        except QueueError as error:  # e.g. a queue deleted under a request: refuse, clearly
+            if sender is None:
+                outcome.refusal = Refusal(409, "refused", str(error))
+                return outcome
+            ctx.replies = [Reply(problem_report("refused", str(error), message))]
+            outcome.problem = True
         except ProblemReport as exc:
             if exc.status is not None and (sender is None or not session.persistent):
                 outcome.refusal = Refusal(exc.status, exc.code, exc.description)

@@ -221,8 +221,14 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
                 r = outcome.refusal
                 await _error_frame(session, r.code, r.error)
                 continue
-            for out in outcome.returned:
-                await session.carry(out)
+            for i, out in enumerate(outcome.returned):
+                try:
+                    await session.carry(out)
+                except SocketClosed:
+                    for rest in outcome.returned[i + 1 :]:
+                        if rest.if_unsent is not None:
+                            await rest.if_unsent()
+                    raise
             if outcome.may_drain and not session.explicit_pickup:
                 session.schedule_drain(outcome.connection.verkey)  # type: ignore[union-attr]
     except (WebSocketDisconnect, SocketClosed):
