@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 import nacl.bindings as sodium
 import nacl.exceptions
+import orjson
 
 from mediator.didcomm.keys import KeyPair, x25519_of
 from mediator.errors import EnvelopeError, InvalidKey
@@ -80,7 +80,7 @@ def pack(message: bytes, recipient_verkeys: Sequence[str], sender: KeyPair | Non
         "alg": "Authcrypt" if sender else "Anoncrypt",
         "recipients": recipients,
     }
-    protected = b64url(json.dumps(header, separators=(",", ":")).encode())
+    protected = b64url(orjson.dumps(header))
     iv = secrets.token_bytes(12)
     sealed = sodium.crypto_aead_chacha20poly1305_ietf_encrypt(message, protected.encode(), iv, cek)
     out = {
@@ -89,13 +89,13 @@ def pack(message: bytes, recipient_verkeys: Sequence[str], sender: KeyPair | Non
         "ciphertext": b64url(sealed[:-16]),
         "tag": b64url(sealed[-16:]),
     }
-    return json.dumps(out, separators=(",", ":")).encode()
+    return orjson.dumps(out)
 
 
 def _parse(data: bytes | dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any]]:
     if isinstance(data, bytes | str):
         try:
-            outer = json.loads(data)
+            outer = orjson.loads(data)
         except ValueError as exc:
             raise EnvelopeError("the envelope is not JSON") from exc
     else:
@@ -103,7 +103,7 @@ def _parse(data: bytes | dict[str, Any]) -> tuple[dict[str, Any], str, dict[str,
     if not isinstance(outer, dict) or not isinstance(outer.get("protected"), str):
         raise EnvelopeError("the envelope has no protected header")
     try:
-        header = json.loads(b64decode(outer["protected"], "protected"))
+        header = orjson.loads(b64decode(outer["protected"], "protected"))
     except ValueError as exc:
         raise EnvelopeError("the protected header is not JSON") from exc
     if not isinstance(header, dict):

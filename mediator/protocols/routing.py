@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import orjson
 
 from mediator.didcomm.envelope import recipient_kids
 from mediator.didcomm.keys import normalize_key
@@ -23,7 +23,7 @@ async def forward(ctx: Context) -> None:
     if isinstance(msg, str):
         envelope = msg.encode()
     elif isinstance(msg, dict):
-        envelope = json.dumps(msg, separators=(",", ":")).encode()
+        envelope = orjson.dumps(msg)
     else:
         raise ProblemReport("invalid-forward", "forward.msg must be an envelope", status=400)
     try:

@@ -8,11 +8,11 @@ with a JSON body, or a JSON frame on a WebSocket) and a refused message a proble
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from redis.exceptions import RedisError
 
 from mediator.didcomm import envelope
@@ -168,7 +168,7 @@ class Pipeline:
 
     def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
         try:
-            data = json.loads(raw)
+            data = orjson.loads(raw)
         except (ValueError, RecursionError):
             return Refusal(400, "invalid-json", "the body is not JSON")
         if isinstance(data, dict) and "protected" not in data:
@@ -182,7 +182,7 @@ class Pipeline:
         except EnvelopeError as exc:
             return Refusal(400, "unreadable-envelope", str(exc))
         try:
-            message = json.loads(unpacked.message)
+            message = orjson.loads(unpacked.message)
         except (ValueError, RecursionError):
             if unpacked.sender_verkey is None:
                 return Refusal(400, "invalid-json", "the decrypted message is not JSON")
@@ -190,8 +190,7 @@ class Pipeline:
         return message, unpacked.sender_verkey, unpacked.recipient_verkey
 
     def _pack(self, message: dict[str, Any], to: str) -> bytes:
-        body = json.dumps(message, separators=(",", ":")).encode()
-        return envelope.pack(body, [to], self.services.identity)
+        return envelope.pack(orjson.dumps(message), [to], self.services.identity)
 
     async def _route(self, ctx: Context, outcome: Outcome, capacity: int | None) -> None:
         sender = ctx.message.sender_verkey

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 
+import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mediator.didcomm import envelope
@@ -137,8 +137,7 @@ class WsSession(Session):
                         {"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages
                     ],
                 }
-                body = json.dumps(delivery, separators=(",", ":")).encode()
-                packed = envelope.pack(body, [connection], self.services.identity)
+                packed = envelope.pack(orjson.dumps(delivery), [connection], self.services.identity)
                 await self.carry(Outgoing(packed))  # deleted only on messages-received
             return messages, due, now
 
@@ -241,4 +240,4 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
 
 async def _error_frame(session: WsSession, code: str, text: str) -> None:
     """An error for a sender we cannot encrypt to: a JSON frame, not an envelope."""
-    await session.send(json.dumps({"error": text, "code": code}).encode())
+    await session.send(orjson.dumps({"error": text, "code": code}))
