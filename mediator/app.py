@@ -29,6 +29,7 @@ from mediator.protocols.context import Services
 from mediator.redis_conn import command_client, subscriber_client
 from mediator.settings import Settings
 from mediator.transport import routes as didcomm_routes
+from mediator.transport.http import DidcommHttp
 from mediator.transport.inbound import Pipeline
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             Route("/metrics", metrics),
             Route("/openapi.json", openapi_json),
         ],
-        middleware=[Middleware(RequestLog, metrics=metrics_)],
+        middleware=[Middleware(RequestLog, metrics=metrics_), Middleware(DidcommHttp)],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,
     )

@@ -224,7 +224,9 @@ async def test_unreadable_input_gets_a_json_error_and_loses_nothing(
             answer = await client.post("/", content=body, headers=ENVELOPE)
             assert answer.status_code == 400 and "error" in answer.json()
         wrong_type = await client.post("/", content=b"{}", headers={"content-type": "text/plain"})
-        assert wrong_type.status_code == 415
+        assert wrong_type.status_code == 415 and wrong_type.json()["code"]
+        wrong_method = await client.get("/")
+        assert wrong_method.status_code == 405 and "error" in wrong_method.json()
     async with Peer(dc_node.base, med, "ws") as peer:
         await peer.ws.send(b"garbage")
         error = json.loads(await peer.next_frame())

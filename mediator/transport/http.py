@@ -1,12 +1,17 @@
-"""DIDComm over HTTP: one message in, at most one message back (RFC 0092)."""
+"""DIDComm over HTTP: one message in, at most one message back (RFC 0092).
+
+`POST /` is the hot path of every sender, so it is a bare ASGI middleware that answers before
+Starlette's router and request objects; every other request passes through untouched.
+"""
 
 from __future__ import annotations
 
 import logging
 
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mediator.protocols.context import Session
 from mediator.transport.inbound import Outgoing, Pipeline
@@ -17,58 +22,76 @@ ENVELOPE_TYPES = ("application/didcomm-envelope-enc", "application/ssi-agent-wir
 ACCEPTED_TYPES = (*ENVELOPE_TYPES, "application/json", "")
 
 
-class CarryingResponse(Response):
-    """A response carrying a message: runs its after-sent step only once the body is out,
-    and its if-unsent step when the write fails."""
-
-    def __init__(self, out: Outgoing, media_type: str) -> None:
-        super().__init__(out.payload, media_type=media_type)
-        self.out = out
+class DidcommHttp:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        except BaseException:
-            if self.out.if_unsent is not None:
-                await self.out.if_unsent()
-            raise
-        if self.out.after_sent is not None:
-            await self.out.after_sent()
+        if scope["type"] != "http" or scope["path"] != "/" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        pipeline: Pipeline = scope["app"].state.didcomm
+        limit = pipeline.services.settings.max_envelope_bytes
+        media = ""
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                media = value.decode("latin-1").split(";")[0].strip().lower()
+        if media not in ACCEPTED_TYPES:
+            wanted = " or ".join(ENVELOPE_TYPES)
+            await _error(send, 415, "unsupported-media-type", f"send {wanted}")
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # nobody to answer; nothing was accepted
+            body += message.get("body", b"")
+            if len(body) > limit:
+                await _error(send, 413, "too-large", f"over {limit} bytes")
+                return
+            if not message.get("more_body", False):
+                break
+        session = Session()
+        outcome = await pipeline.handle(bytes(body), session, capacity=1)
+        if outcome.refusal is not None:
+            r = outcome.refusal
+            await _error(send, r.status, r.code, r.error)
+            return
+        returned = outcome.returned
+        if not returned and outcome.may_drain and outcome.connection is not None:
+            returned = await _one_queued(pipeline, outcome.connection.verkey)
+        for extra in returned[1:]:  # capacity 1: never more than one
+            if extra.if_unsent is not None:
+                await extra.if_unsent()
+        if not returned:
+            await _send(send, 202, b"", None)
+            return
+        await _carry(send, returned[0], media if media in ENVELOPE_TYPES else ENVELOPE_TYPES[0])
 
 
-def _error(status: int, code: str, text: str) -> Response:
-    return JSONResponse({"error": text, "code": code}, status_code=status)
+async def _send(send: Send, status: int, body: bytes, media: str | None) -> None:
+    headers = [(b"content-length", str(len(body)).encode())]
+    if media is not None:
+        headers.append((b"content-type", media.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
-async def didcomm_post(request: Request) -> Response:
-    pipeline: Pipeline = request.app.state.didcomm
-    settings = pipeline.services.settings
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media not in ACCEPTED_TYPES:
-        return _error(415, "unsupported-media-type", f"send {' or '.join(ENVELOPE_TYPES)}")
-    body = bytearray()
+async def _error(send: Send, status: int, code: str, text: str) -> None:
+    await _send(send, status, orjson.dumps({"error": text, "code": code}), "application/json")
+
+
+async def _carry(send: Send, out: Outgoing, media: str) -> None:
+    """Answer with a message: its after-sent step runs only once the body is out, its
+    if-unsent step when the write fails."""
     try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > settings.max_envelope_bytes:
-                return _error(413, "too-large", f"over {settings.max_envelope_bytes} bytes")
-    except ClientDisconnect:
-        return Response(status_code=400)
-    session = Session()
-    outcome = await pipeline.handle(bytes(body), session, capacity=1)
-    if outcome.refusal is not None:
-        r = outcome.refusal
-        return _error(r.status, r.code, r.error)
-    returned = outcome.returned
-    if not returned and outcome.may_drain and not session.explicit_pickup:
-        returned = await _one_queued(pipeline, outcome.connection.verkey)  # type: ignore[union-attr]
-    if not returned:
-        return Response(status_code=202)
-    for extra in returned[1:]:  # capacity 1: never more than one
-        if extra.if_unsent is not None:
-            await extra.if_unsent()
-    reply_type = media if media in ENVELOPE_TYPES else ENVELOPE_TYPES[0]
-    return CarryingResponse(returned[0], reply_type)
+        await _send(send, 200, out.payload, media)
+    except BaseException:
+        if out.if_unsent is not None:
+            await out.if_unsent()
+        raise
+    if out.after_sent is not None:
+        await out.after_sent()
 
 
 async def _one_queued(pipeline: Pipeline, connection: str) -> list[Outgoing]:
@@ -86,3 +109,8 @@ async def _one_queued(pipeline: Pipeline, connection: str) -> list[Outgoing]:
         await mailbox.release(connection, ids)
 
     return [Outgoing(messages[0].body, after_sent=delete, if_unsent=offer_again)]
+
+
+async def post_only(request: Request) -> Response:
+    """Never reached for POST (DidcommHttp answers first); the route makes other methods 405."""
+    return Response(status_code=405)

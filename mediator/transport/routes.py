@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from mediator.didcomm.invitation import invitation, invitation_url
-from mediator.transport.http import didcomm_post
+from mediator.transport.http import post_only
 from mediator.transport.inbound import Pipeline
 from mediator.transport.websocket import didcomm_websocket
 
@@ -22,7 +22,7 @@ async def get_invitation(request: Request) -> Response:
 
 
 routes: list[BaseRoute] = [
-    Route("/", didcomm_post, methods=["POST"]),
+    Route("/", post_only, methods=["POST"]),
     WebSocketRoute("/", didcomm_websocket),
     Route("/invitation", get_invitation, methods=["GET"]),
 ]
