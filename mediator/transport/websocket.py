@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import orjson
+from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mediator.didcomm import envelope
@@ -182,7 +183,12 @@ class WsSession(Session):
         try:
             while not self.closed and not until():
                 with hub.waiting(queue) as woken:
-                    messages, due, now = await batch(marker_ms)
+                    try:
+                        messages, due, now = await batch(marker_ms)
+                    except (RedisError, OSError) as exc:  # storage trouble: try again soon
+                        log.warning("delivery loop waiting for storage: %s", exc)
+                        await asyncio.sleep(1.0)
+                        continue
                     if messages:
                         continue
                     timeout = recheck
