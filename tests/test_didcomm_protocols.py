@@ -335,3 +335,36 @@ async def test_deeply_nested_json_is_refused_not_crashed(dc_node: Node, med: str
             node = node["x"]  # type: ignore[assignment]
         report = await peer.send(message("messagepickup/2.0/status-request", extra=deep))
         assert report is not None and report["description"]["code"] == "invalid-message"
+
+
+async def test_discover_features_lists_the_protocols_we_speak(peer: Peer) -> None:
+    everything = await peer.send(message("discover-features/1.0/query", query="*"))
+    assert everything is not None and everything["@type"].endswith("discover-features/1.0/disclose")
+    pids = {p["pid"] for p in everything["protocols"]}
+    assert "https://didcomm.org/messagepickup/2.0" in pids
+    assert "https://didcomm.org/coordinate-mediation/1.0" in pids
+    pickup = await peer.send(
+        message("discover-features/1.0/query", query="https://didcomm.org/messagepickup/*")
+    )
+    assert pickup is not None
+    assert {p["pid"] for p in pickup["protocols"]} == {
+        "https://didcomm.org/messagepickup/2.0",
+        "https://didcomm.org/messagepickup/1.0",
+    }
+    assert all(p["roles"] == ["mediator"] for p in pickup["protocols"])
+    none = await peer.send(message("discover-features/1.0/query", query="https://didcomm.org/x/*"))
+    assert none is not None and none["protocols"] == []
+    sov = await peer.send(
+        message("discover-features/1.0/query", query="did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/queue/*")
+    )
+    assert sov is not None
+    assert [p["pid"] for p in sov["protocols"]] == ["did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/queue/1.0"]
+
+
+def test_disclosed_protocols_are_exactly_the_implemented_ones() -> None:
+    from mediator.protocols import HANDLERS
+    from mediator.protocols.discover_features import PROTOCOLS
+
+    disclosed = {(pid.split("/")[0], int(pid.split("/")[1].split(".")[0])) for pid, _ in PROTOCOLS}
+    implemented = {(family, major) for family, major, _ in HANDLERS}
+    assert disclosed == implemented

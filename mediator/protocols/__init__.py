@@ -12,6 +12,7 @@ from mediator.didcomm.message import MessageType
 from mediator.errors import ProblemReport
 from mediator.protocols import (
     coordinate_mediation,
+    discover_features,
     pickup_v1,
     pickup_v2,
     queue_v1,
@@ -29,17 +30,7 @@ HANDLERS: dict[tuple[str, int, str], Handler] = {
     **pickup_v1.HANDLERS,
     **queue_v1.HANDLERS,
     **trust_ping.HANDLERS,
-}
-
-# Message families and the highest minor version we implement of each major version.
-SUPPORTED: dict[tuple[str, int], int] = {
-    ("coordinate-mediation", 1): 0,
-    ("routing", 1): 0,
-    ("messagepickup", 2): 0,
-    ("messagepickup", 1): 0,
-    ("queue", 1): 0,
-    ("trust_ping", 1): 0,
-    ("noop", 1): 0,
+    **discover_features.HANDLERS,
 }
 
 # Messages handled without a connection (anoncrypt or, when allowed, plaintext).
@@ -48,11 +39,10 @@ ANONYMOUS = {("routing", 1, "forward"), ("trust_ping", 1, "ping"), ("noop", 1, "
 
 def handler_for(mtype: MessageType) -> Handler:
     """Any minor version of a major version we implement is accepted (RFC 0003)."""
-    if (mtype.name == "noop" and (mtype.family, mtype.major) not in SUPPORTED) or (
-        mtype.family == "noop"
-    ):
+    key = (mtype.family, mtype.major, mtype.name)
+    if mtype.family == "noop" or (mtype.name == "noop" and key not in HANDLERS):
         return trust_ping.noop  # RFC 0092 leaves noop's family open
-    handler = HANDLERS.get((mtype.family, mtype.major, mtype.name))
+    handler = HANDLERS.get(key)
     if handler is None:
         raise ProblemReport("unsupported-message-type", f"unsupported message type {mtype}")
     return handler
