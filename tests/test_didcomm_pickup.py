@@ -18,7 +18,7 @@ async def test_grant_carries_endpoint_and_routing_key(peer: Peer, dc_node: Node,
 
 async def test_keylist_update_and_query_with_paging(peer: Peer) -> None:
     first = await peer.mediate()
-    keys = [first, *[await peer.add_key() for _ in range(4)]]
+    keys = [first, *[await peer.register_key() for _ in range(4)]]
     again = await peer.send(
         message(
             "coordinate-mediation/1.0/keylist-update",
@@ -127,7 +127,7 @@ async def test_recipient_key_filters_status_and_delivery(
     peer: Peer, dc_node: Node, med: str
 ) -> None:
     one = await peer.mediate()
-    two = await peer.add_key()
+    two = await peer.register_key()
     await forward(dc_node.base, med, one, {"to": "one"})
     await forward(dc_node.base, med, two, {"to": "two"})
     await forward(dc_node.base, med, one, {"to": "one"})

@@ -1,54 +1,45 @@
-"""What a third-party sender does: encrypt for the recipient key, wrap the envelope in a
-routing/1.0 forward for each mediator hop (RFC 0094), anoncrypt it to the mediator."""
+"""What a third-party sender does (RFC 0094): encrypt for the recipient key, wrap the
+envelope in a `routing/1.0/forward` for each hop, the outermost anoncrypted to the mediator."""
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from mediator.client.agent import Agent
-from mediator.client.transports import HttpTransport
+from mediator.client.agent import Agent, new_id
+from mediator.client.transports import HttpTransport, Transport, WsTransport
 from mediator.didcomm import envelope
-from mediator.didcomm.keys import KeyPair, did_key_to_verkey, normalize_key
+from mediator.didcomm.keys import KeyPair, normalize_key
+
+FORWARD = "https://didcomm.org/routing/1.0/forward"
 
 
-async def mediator_key(base_url: str) -> str:
-    """The mediator's verkey, read from its invitation."""
-    async with httpx.AsyncClient(timeout=10) as client:
-        answer = await client.get(base_url.rstrip("/") + "/invitation")
-        answer.raise_for_status()
-    oob = answer.json()["invitation"]
-    return did_key_to_verkey(oob["services"][0]["recipientKeys"][0])
+def forward_message(inner: bytes, to: str) -> dict[str, Any]:
+    """A forward of the envelope `inner` to the key `to` (written as base58: a Credo
+    mediator drops forwards whose `to` is a did:key)."""
+    return {"@type": FORWARD, "@id": new_id(), "to": normalize_key(to), "msg": json.loads(inner)}
 
 
 def forward_envelope(
     inner: bytes, to_key: str, mediator_verkey: str, routing_keys: Sequence[str] = ()
 ) -> bytes:
-    """Wrap `inner` (an envelope for `to_key`) for delivery through the mediator.
+    """Wrap `inner`, an envelope for `to_key`, for delivery through the mediator.
 
-    `routing_keys` are further hops between the mediator and the recipient, nearest to the
-    recipient last, as a mediate-grant lists them; each hop gets its own forward.
+    `routing_keys` are the recipient's routing keys as a DID document lists them, the one
+    nearest the recipient first (RFC 0067, as ACA-Py and Credo read them): each wraps the
+    forward before it, and the mediator's forward is the outermost. When the list already
+    ends with the mediator's key (a grant's `routing_keys`) it is not wrapped twice.
     """
+    mediator = normalize_key(mediator_verkey)
     hops = [normalize_key(k) for k in routing_keys]
+    if not hops or hops[-1] != mediator:
+        hops.append(mediator)
     current, target = inner, to_key
-    for hop in reversed(hops):
-        current = envelope.pack(_forward(current, target), [hop])
+    for hop in hops:
+        current = envelope.pack(json.dumps(forward_message(current, target)).encode(), [hop])
         target = hop
-    return envelope.pack(_forward(current, target), [normalize_key(mediator_verkey)])
-
-
-def _forward(inner: bytes, to: str) -> bytes:
-    msg: dict[str, Any] = {
-        "@type": "https://didcomm.org/routing/1.0/forward",
-        "@id": str(uuid.uuid4()),
-        "to": to,
-        "msg": json.loads(inner),
-    }
-    return json.dumps(msg).encode()
+    return current
 
 
 class Sender(Agent):
@@ -57,20 +48,37 @@ class Sender(Agent):
     def __init__(self, mediator: str, keys: KeyPair | None = None) -> None:
         super().__init__(mediator, keys)
 
-    def wrap(self, recipient_key: str, msg: dict[str, Any], *, extra: Sequence[str] = ()) -> bytes:
-        """Authcrypt `msg` to the recipient (and `extra` keys), forwarded via the mediator."""
+    def wrap(
+        self,
+        recipient_key: str,
+        message: dict[str, Any],
+        *,
+        extra: Sequence[str] = (),
+        routing_keys: Sequence[str] = (),
+    ) -> bytes:
+        """`message` authcrypted to the recipient key (and any `extra` recipients of the
+        same envelope), forwarded via the mediator."""
         to = normalize_key(recipient_key)
-        inner = envelope.pack(json.dumps(msg).encode(), [to, *extra], self.keys)
-        return forward_envelope(inner, to, self.mediator)
+        inner = self.pack(message, [to, *extra])
+        return forward_envelope(inner, to, self.mediator, routing_keys)
 
     async def send_to(
-        self, recipient_key: str, msg: dict[str, Any], transport: HttpTransport | str
+        self,
+        recipient_key: str,
+        message: dict[str, Any],
+        transport: Transport | str,
+        *,
+        routing_keys: Sequence[str] = (),
     ) -> None:
-        """Send over HTTP; raises ClientError when the mediator refuses the forward."""
-        own = isinstance(transport, str)
-        http = HttpTransport(transport) if isinstance(transport, str) else transport
-        try:
-            await http.send(self.wrap(recipient_key, msg))
-        finally:
-            if own:
-                await http.close()
+        """Send through the mediator (a transport, or its HTTP URL). Over HTTP a refused
+        forward raises ClientError; on a WebSocket refusals arrive as frames."""
+        data = self.wrap(recipient_key, message, routing_keys=routing_keys)
+        if isinstance(transport, str):
+            async with HttpTransport(transport) as http:
+                await http.send(data)
+        elif isinstance(transport, WsTransport):
+            if not transport.connected:
+                await transport.connect()
+            await transport.send(data)
+        else:
+            await transport.send(data)

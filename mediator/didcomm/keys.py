@@ -1,45 +1,71 @@
-"""Ed25519 keys as DIDComm v1 names them: base58 verkeys and did:key (multicodec ed25519-pub)."""
+"""Ed25519 keys as DIDComm v1 names them: base58 verkeys and did:key (multicodec ed25519-pub).
+
+Wallets write a recipient key either way (Credo sends did:key in keylist updates, raw base58
+in forwards and envelope `kid`s), so every key that crosses the wire goes through
+`normalize_key` and is compared as canonical base58.
+"""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import base58
 import nacl.bindings
+import nacl.exceptions
 import nacl.signing
 
 from mediator.errors import InvalidKey
 
 DID_KEY = "did:key:"
-ED25519_MULTICODEC = b"\xed\x01"
+ED25519_MULTICODEC = b"\xed\x01"  # varint of 0xed, ed25519-pub
+X25519_MULTICODEC = b"\xec\x01"  # varint of 0xec, x25519-pub
+_B58_ALPHABET = frozenset("123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz")
+_MAX_KEY_TEXT = 128  # far above any key's text; bounds the work done on hostile input
+
+
+def _show(value: str) -> str:
+    """A value as error messages quote it: shortened, so a hostile input stays small."""
+    return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
 def b58encode(data: bytes) -> str:
-    return base58.b58encode(data).decode()
+    return base58.b58encode(data).decode("ascii")
 
 
 def b58decode(value: str) -> bytes:
-    try:
-        return base58.b58decode(value.encode("ascii"))
-    except (ValueError, UnicodeEncodeError) as exc:
-        raise InvalidKey(f"{value[:60]!r} is not base58") from exc
+    """Strict base58btc: the `base58` package alone would drop trailing whitespace."""
+    if not isinstance(value, str) or not value:
+        raise InvalidKey("expected a non-empty base58 string")
+    if len(value) > _MAX_KEY_TEXT or not _B58_ALPHABET.issuperset(value):
+        raise InvalidKey(f"{_show(value)} is not base58")
+    return base58.b58decode(value)
 
 
 @dataclass(frozen=True)
 class KeyPair:
+    """An Ed25519 key pair; the X25519 forms DIDComm v1 encrypts with are derived once."""
+
     verkey: bytes  # 32-byte Ed25519 public key
-    sigkey: bytes  # 64-byte NaCl signing key (seed + public key)
+    sigkey: bytes = field(repr=False)  # 64-byte NaCl signing key: seed followed by verkey
+
+    def __post_init__(self) -> None:
+        if len(self.verkey) != 32:
+            raise InvalidKey(f"an Ed25519 verkey is 32 bytes, not {len(self.verkey)}")
+        if len(self.sigkey) != 64 or self.sigkey[32:] != self.verkey:
+            raise InvalidKey("the signing key is not the 64-byte NaCl key of this verkey")
 
     @classmethod
     def generate(cls) -> KeyPair:
         signing = nacl.signing.SigningKey.generate()
-        return cls(bytes(signing.verify_key), bytes(signing) + bytes(signing.verify_key))
+        return cls.from_seed(bytes(signing))
 
     @classmethod
     def from_seed(cls, seed: bytes) -> KeyPair:
+        if not isinstance(seed, bytes) or len(seed) != 32:
+            raise InvalidKey("an Ed25519 seed is 32 bytes")
         public, secret = nacl.bindings.crypto_sign_seed_keypair(seed)
-        return cls(public, secret)
+        return cls(bytes(public), bytes(secret))
 
     @functools.cached_property
     def verkey_b58(self) -> str:
@@ -58,49 +84,71 @@ class KeyPair:
         return ed25519_to_x25519_secret(self.sigkey)
 
 
-@functools.lru_cache(maxsize=65536)
-def verkey_to_did_key(verkey_b58: str) -> str:
+def _verkey_bytes(verkey_b58: str) -> bytes:
     raw = b58decode(verkey_b58)
     if len(raw) != 32:
-        raise InvalidKey("an Ed25519 verkey is 32 bytes")
-    return DID_KEY + "z" + b58encode(ED25519_MULTICODEC + raw)
+        raise InvalidKey(
+            f"{_show(verkey_b58)} decodes to {len(raw)} bytes; an Ed25519 verkey is 32 bytes"
+        )
+    return raw
+
+
+@functools.lru_cache(maxsize=65536)
+def verkey_to_did_key(verkey_b58: str) -> str:
+    return DID_KEY + "z" + b58encode(ED25519_MULTICODEC + _verkey_bytes(verkey_b58))
 
 
 @functools.lru_cache(maxsize=65536)
 def did_key_to_verkey(did: str) -> str:
+    """The base58 verkey of `did:key:z6Mk…`, with or without a `#fragment`."""
+    if not isinstance(did, str):
+        raise InvalidKey("a did:key must be a string")
     value = did.split("#", 1)[0]
-    if not value.startswith(DID_KEY + "z"):
-        raise InvalidKey(f"{did[:60]!r} is not a base58btc did:key")
-    raw = b58decode(value[len(DID_KEY) + 1 :])
-    if not raw.startswith(ED25519_MULTICODEC) or len(raw) != 34:
-        raise InvalidKey(f"{did[:60]!r} is not an Ed25519 did:key")
+    if not value.startswith(DID_KEY):
+        raise InvalidKey(f"{_show(did)} is not a did:key")
+    multibase = value[len(DID_KEY) :]
+    if not multibase.startswith("z"):
+        raise InvalidKey(f"{_show(did)} is not base58btc (multibase 'z')")
+    raw = b58decode(multibase[1:])
+    if raw.startswith(X25519_MULTICODEC):
+        raise InvalidKey(f"{_show(did)} is an X25519 key; DIDComm v1 keys are Ed25519")
+    if not raw.startswith(ED25519_MULTICODEC):
+        raise InvalidKey(f"{_show(did)} is not an Ed25519 did:key (multicodec 0xed)")
+    if len(raw) != 34:
+        raise InvalidKey(f"{_show(did)} holds {len(raw) - 2} key bytes; Ed25519 keys are 32")
     return b58encode(raw[2:])
 
 
-@functools.lru_cache(maxsize=65536)
-def normalize_key(value: str) -> str:
-    """A base58 verkey from either form a wallet may send (raw base58 or did:key)."""
+def normalize_key(value: object) -> str:
+    """The canonical base58 verkey of either form a wallet may send (raw base58 or did:key)."""
     if not isinstance(value, str) or not value:
-        raise InvalidKey("a key must be a base58 verkey or a did:key")
+        raise InvalidKey("a key must be a base58 Ed25519 verkey or a did:key")
+    return _normalize(value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _normalize(value: str) -> str:
     if value.startswith("did:"):
         return did_key_to_verkey(value)
-    if len(b58decode(value)) != 32:
-        raise InvalidKey(f"{value[:60]!r} is not a 32-byte base58 Ed25519 verkey")
-    return value
+    return b58encode(_verkey_bytes(value))
 
 
 @functools.lru_cache(maxsize=65536)
 def x25519_of(verkey_b58: str) -> bytes:
     """The X25519 key of a base58 Ed25519 verkey (peers' keys recur: converted once)."""
-    return ed25519_to_x25519_public(b58decode(verkey_b58))
+    return ed25519_to_x25519_public(_verkey_bytes(verkey_b58))
 
 
 def ed25519_to_x25519_public(verkey: bytes) -> bytes:
     try:
         return bytes(nacl.bindings.crypto_sign_ed25519_pk_to_curve25519(verkey))
-    except Exception as exc:  # libsodium refuses points off the curve
+    except (nacl.exceptions.CryptoError, ValueError, TypeError) as exc:
+        # libsodium refuses points off the curve and small-order points
         raise InvalidKey("not a valid Ed25519 public key") from exc
 
 
 def ed25519_to_x25519_secret(sigkey: bytes) -> bytes:
-    return bytes(nacl.bindings.crypto_sign_ed25519_sk_to_curve25519(sigkey))
+    try:
+        return bytes(nacl.bindings.crypto_sign_ed25519_sk_to_curve25519(sigkey))
+    except (nacl.exceptions.CryptoError, ValueError, TypeError) as exc:
+        raise InvalidKey("not a 64-byte Ed25519 signing key") from exc
