@@ -90,6 +90,7 @@ def serve(**options: Any) -> None:
             access_log=False,
             timeout_graceful_shutdown=10,
             timeout_keep_alive=75,
+            ws_per_message_deflate=settings.websocket_compression,
         )
     except MediatorError as exc:
         click.echo(f"error: {exc}", err=True)

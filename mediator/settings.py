@@ -188,6 +188,15 @@ class Settings:
         default=100,
         metadata=_opt("Most messages handed out by one delivery-request, batch or fetch."),
     )
+    websocket_compression: bool = field(
+        default=False,
+        metadata=_opt(
+            "Accept permessage-deflate on WebSockets. Off: DIDComm frames are base64 "
+            "ciphertext that shrinks by about a quarter, for about 0.5 ms of CPU per pickup "
+            "round trip and 0.25-2 ms more live-delivery latency (measured).",
+            scope="serve",
+        ),
+    )
     implicit_pickup_delay_seconds: float = field(
         default=0.5,
         metadata=_opt(
