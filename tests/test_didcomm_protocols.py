@@ -368,3 +368,10 @@ def test_disclosed_protocols_are_exactly_the_implemented_ones() -> None:
     disclosed = {(pid.split("/")[0], int(pid.split("/")[1].split(".")[0])) for pid, _ in PROTOCOLS}
     implemented = {(family, major) for family, major, _ in HANDLERS}
     assert disclosed == implemented
+
+
+async def test_websockets_decline_compression_by_default(dc_node: Node) -> None:
+    import websockets
+
+    async with websockets.connect("ws" + dc_node.base[4:] + "/") as ws:
+        assert ws.protocol.extensions == []  # offered by the client, declined by the node
