@@ -189,6 +189,17 @@ class Engine(RecipientQueues):
             newest_ms=optional_ms(r[11]),
         )
 
+    async def peek(self, ref: QueueRef, max_messages: int) -> list[ReceivedMessage]:
+        """The oldest stored messages, visible or handed out, without changing anything (an
+        operator's view: receive counts and deadlines stay as they are)."""
+        qk = keys.queue_keys(ref.qualified)
+        r = await self.scripts.call(
+            "peek", [qk.cfg, qk.stream, qk.inflight, qk.receives], [max_messages]
+        )
+        if int(r[0]) == -1:
+            raise QueueNotFound(ref.name)
+        return [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(int(r[3]))]
+
     async def send(
         self,
         ref: QueueRef,

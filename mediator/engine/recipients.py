@@ -34,7 +34,11 @@ class RecipientQueues:
     async def tag_stats(self, ref: QueueRef, tag: str, *, scan: int = 100_000) -> TagStats:
         """Counts of the messages carrying trace id `tag`; scans at most `scan` entries."""
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call("tag_stats", [qk.cfg, qk.stream, qk.inflight], [tag, scan])
+        r = await self.scripts.call(
+            "tag_stats",
+            [qk.cfg, qk.stream, qk.inflight, qk.delayed, qk.delayed_bodies],
+            [tag, scan],
+        )
         if int(r[0]) == -1:
             raise QueueNotFound(ref.name)
         return TagStats(
@@ -102,18 +106,21 @@ class RecipientQueues:
             tag or "",
             "" if min_enqueue_ms is None else str(min_enqueue_ms),
             wait_marker_ms,
+            "",  # cursor: where the previous call of this receive stopped
         ]
         out: list[ReceivedMessage] = []
         now = 0
         next_due: int | None = None
         for _ in range(MAX_RECEIVE_CALLS):
-            args[2] = min(RECEIVE_CHUNK, max_messages - len(out))
+            want = min(RECEIVE_CHUNK, max_messages - len(out))
+            args[2] = want
             r = await self.scripts.call("receive_filtered", qk.all, args)
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
             now, count, more = int(r[1]), int(r[3]), int(r[4])
+            args[7] = text(r[5])
             out += [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(count)]
-            if len(out) >= max_messages or not more:
+            if len(out) >= max_messages or (not more and count < want):
                 if not out and int(r[2]) >= 0:
                     next_due = int(r[2])
                 break

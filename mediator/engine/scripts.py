@@ -33,6 +33,7 @@ NAMES = (
     "release",
     "queue_limits",
     "thread_order",
+    "peek",
 )
 
 

@@ -5,7 +5,8 @@
 -- z = first enqueue time (ms, kept across dead-lettering), b = body.
 -- Config hash fields: ret, vt, dly (seconds), mr (max receives), dlq (qualified name),
 -- lim_n, lim_b, lim_mb (count, size and message size limits), wq ('0' = refuse sends),
--- bytes (current body bytes), sched (registered upkeep time, ms), created (ms).
+-- bytes (current body bytes), sched (registered upkeep time, ms), created (ms),
+-- la, ld, lr (ms a message was last added, delivered, removed by id; absent when never).
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -89,6 +90,20 @@ local function promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
     end
   end
   return promoted, purged
+end
+
+-- The in-flight score of an entry that stays in the PEL while visible (parked by a filtered
+-- receive, or released): just below its stream id's ms and rising with the id's sequence, so
+-- such entries sort in stream (enqueue) order, exactly up to 4,096 ids in one ms, and never
+-- after `now`. A stream id's ms is never more than 1 ms before the entry's first enqueue
+-- time (both are taken as send starts), so the score is less than PARKED_SKEW_MS below it.
+-- Also returned as the text for ZADD: Lua prints numbers with 14 digits, losing the fraction.
+local PARKED_SKEW_MS = 1000
+local function visible_score(sid, now)
+  local ms, seq = string.match(sid, '^(%d+)-(%d+)$')
+  local score = tonumber(ms) - 1 + math.min(tonumber(seq) + 1, 4096) / 4096
+  if score > now then score = now end
+  return score, string.format('%.17g', score)
 end
 
 -- Append one handed-out message to a receive reply: 9 values from position 6 + 9 * (got - 1).

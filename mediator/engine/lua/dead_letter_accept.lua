@@ -18,6 +18,7 @@ redis.call('ZADD', delayed, visible_at, id)
 redis.call('HSET', dbody, id, cmsgpack.pack({e[1], e[2], e[3], e[4], e[5], e[6]}))
 redis.call('HSET', ids, id, 'd')
 add_bytes(cfg, #e[6])
+redis.call('HSET', cfg, 'la', string.format('%d', now))
 local sched = reschedule(cfg, visible_at)
 wake(waiting, channel, name, 0, visible_at, now)
 return {1, sched, tonumber(ret)}

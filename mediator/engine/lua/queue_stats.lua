@@ -4,6 +4,8 @@
 -- Returns {1, now, stored, in flight (deadline not passed), delayed, oldest enqueue ms or -1,
 --          bytes, sched or -1, last added, last delivered, last removed (ms or -1),
 --          newest enqueue ms or -1}
+--   oldest/newest come from the stream's head and tail and the delayed set's first and last:
+--   exact for queues without delay or dead-letter input (DIDComm queues), else close to it
 --         {-1}  no such queue
 local cfg, stream, inflight, delayed, dbody, outbox =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -2,8 +2,12 @@
 -- hidden until its visibility deadline. For DIDComm queues (no delay, no max receives, no
 -- dead letter queue): Pickup 2.0's recipient_key, and live mode's "arrived after" cut-off.
 -- New entries that do not match are "parked": left in the consumer group's PEL with an
--- in-flight score in the past (their enqueue time), which every other script reads as
--- visible, so plain receives hand them out in enqueue order.
+-- in-flight score in the past (just below their stream id's time, see visible_score), which
+-- every other script reads as visible, so plain receives hand them out in enqueue order.
+-- Visible PEL entries are read in in-flight order from a cursor, the last entry a previous
+-- call of the same receive examined and left visible, so a receive that needs several calls
+-- (budget or n reached) moves on instead of reading the same backlog again. Entries that
+-- become visible behind the cursor meanwhile are found by the next receive.
 -- KEYS[1..9] cfg, stream, inflight, receive counts, delayed, delayed bodies, ids, outbox,
 --            waiting marker (as receive.lua)
 -- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] n
@@ -11,7 +15,9 @@
 -- ARGV[5] trace id (recipient key) to match, or '' for any
 -- ARGV[6] earliest first-enqueue time (ms) to match, or '' for any
 -- ARGV[7] ms to keep the waiting marker when nothing matched ('0': no marker)
--- Returns as receive.lua: {1, now, next_due, count, more, -1, <9 values per message>...}
+-- ARGV[8] cursor returned by the previous call of this receive, or '' to start
+-- Returns {1, now, next_due, count, more, cursor, <9 values per message>...}
+--   as receive.lua, except that slot 6 is the cursor to pass to the next call ('' = none)
 --         {-1}  no such queue
 local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiting =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -24,12 +30,16 @@ if ARGV[4] ~= '' then vt_ms = tonumber(ARGV[4]) end
 local ret_ms = tonumber(c[2]) * 1000
 local tag = ARGV[5]
 local min_z = tonumber(ARGV[6])
+-- With a cut-off, PEL scores below `lo` can only belong to messages enqueued before it.
+local lo = min_z and (min_z - PARKED_SKEW_MS)
+local cur_score, cur_sid = string.match(ARGV[8] or '', '^(%S+) (%S+)$')
+cur_score = tonumber(cur_score)
 
 promote(cfg, stream, delayed, dbody, ids, now, ret_ms, 100)
 
-local out = {1, now, -1, 0, 0, -1}
+local out = {1, now, -1, 0, 0, ''}
 local got, examined = 0, 0
-local BUDGET = 1000
+local BUDGET = 1000  -- entries looked at per call, purged and skipped ones included
 local hidden_until = now + vt_ms
 
 local function matches(f)
@@ -45,15 +55,49 @@ local function deliver(sid, f)
   put_message(out, got, f, receives, hidden_until, '')
 end
 
+-- The cursor moves to an entry left visible when it sorts after the current one (entries
+-- below the cut-off's bound are never read, so they need no cursor).
+local function advance(sid, score)
+  if lo and score < lo then return end
+  if cur_sid and (score < cur_score or (score == cur_score and sid ~= cur_sid
+      and redis.call('ZRANK', inflight, sid) < (redis.call('ZRANK', inflight, cur_sid) or -1)))
+  then
+    return
+  end
+  cur_score, cur_sid = score, sid
+end
+
+-- Visible PEL entries (deadline passed, released or parked) after the cursor, in order.
+-- With a cut-off, parked entries enqueued well before it (see `lo`) are never read.
+local function visible_pel()
+  local flat
+  if cur_sid and tonumber(redis.call('ZSCORE', inflight, cur_sid)) == cur_score then
+    local rank = redis.call('ZRANK', inflight, cur_sid)
+    flat = redis.call('ZRANGE', inflight, rank + 1, rank + BUDGET, 'WITHSCORES')
+  else
+    -- The cursor entry was handed out or deleted meanwhile: resume after its score.
+    local from = '-inf'
+    if cur_score then
+      from = '(' .. string.format('%.17g', cur_score)
+    elseif lo then
+      from = string.format('%d', lo)
+    end
+    flat = redis.call('ZRANGEBYSCORE', inflight, from, now, 'WITHSCORES', 'LIMIT', 0, BUDGET)
+  end
+  local entries = {}
+  for i = 1, #flat, 2 do
+    local score = tonumber(flat[i + 1])
+    if score > now then break end
+    entries[#entries + 1] = {flat[i], score}
+  end
+  return entries
+end
+
 if redis.call('EXISTS', stream) == 1 then
-  -- Messages already in the PEL and visible: deadline passed, released, or parked. With a
-  -- cut-off, parked entries older than it (score = enqueue time) are not even looked at.
-  local lo = '-inf'
-  if min_z then lo = string.format('%d', min_z) end
-  local visible = redis.call('ZRANGEBYSCORE', inflight, lo, now, 'LIMIT', 0, BUDGET)
-  for _, sid in ipairs(visible) do
-    if got >= n then break end
+  for _, p in ipairs(visible_pel()) do
+    if got >= n or examined >= BUDGET then break end
     examined = examined + 1
+    local sid = p[1]
     local e = redis.call('XRANGE', stream, sid, sid)
     if #e == 0 then
       redis.call('ZREM', inflight, sid)
@@ -64,11 +108,14 @@ if redis.call('EXISTS', stream) == 1 then
         purge_entry(cfg, stream, inflight, rc, ids, sid, f.i, #f.b)
       elseif matches(f) then
         deliver(sid, f)
+      else
+        advance(sid, p[2])
       end
     end
   end
   while got < n and examined < BUDGET do
-    local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', 100, 'STREAMS', stream, '>')
+    local want = math.min(100, BUDGET - examined)
+    local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', want, 'STREAMS', stream, '>')
     if not r then break end
     local entries = r[1][2]
     for _, e in ipairs(entries) do
@@ -79,15 +126,19 @@ if redis.call('EXISTS', stream) == 1 then
       elseif got < n and matches(f) then
         deliver(e[1], f)
       else
-        redis.call('ZADD', inflight, tonumber(f.z), e[1])
+        local score, arg = visible_score(e[1], now)
+        redis.call('ZADD', inflight, arg, e[1])
+        -- Parked after n was reached, a matching entry must stay ahead of the cursor.
+        if got < n then advance(e[1], score) end
       end
     end
-    if #entries < 100 then break end
+    if #entries < want then break end
   end
   if got < n and examined >= BUDGET then out[5] = 1 end
   drop_stream_if_empty(stream, inflight, rc)
 end
 
+if cur_sid then out[6] = string.format('%.17g', cur_score) .. ' ' .. cur_sid end
 out[4] = got
 if got > 0 then
   redis.call('HSET', cfg, 'ld', string.format('%d', now))

@@ -1,6 +1,8 @@
 -- release: make handed-out messages visible again at once (a socket that carried them
--- closed before they were acknowledged). Their in-flight score becomes their enqueue time,
--- so they come back in order. Unknown, delayed or already visible ids are skipped.
+-- closed before they were acknowledged). Their in-flight score goes back to just below their
+-- stream id's time, as a parked entry's (see visible_score), so they come back in enqueue
+-- order and a filtered receive with a cut-off still finds them. Unknown, delayed or already
+-- visible ids are skipped; receive counts are left as they are.
 -- KEYS[1] inflight  KEYS[2] ids  KEYS[3] waiting marker
 -- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3..] message ids
 -- Returns the number released.
@@ -12,8 +14,8 @@ for i = 3, #ARGV do
   if sid and string.find(sid, '-', 1, true) then
     local score = redis.call('ZSCORE', inflight, sid)
     if score and tonumber(score) > now then
-      local t = tonumber(string.match(sid, '^(%d+)'))
-      redis.call('ZADD', inflight, math.min(t, now), sid)
+      local _, arg = visible_score(sid, now)
+      redis.call('ZADD', inflight, arg, sid)
       released = released + 1
     end
   end
