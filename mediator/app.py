@@ -16,9 +16,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from mediator.didcomm.identity import load_identity
+from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.threads import ThreadBook
 from mediator.engine import Engine, keys
 from mediator.engine.wakeups import WakeHub
+from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
@@ -84,14 +86,19 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         await hub.start()
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
+        identity = await load_identity(redis, settings.key_seed)
         services = Services(
             settings=settings,
             engine=engine,
             hub=hub,
-            identity=await load_identity(redis, settings.key_seed),
+            identity=identity,
             store=store,
             mailbox=Mailbox(engine, settings, metrics_),
             threads=ThreadBook(redis, settings.thread_state_seconds),
+            handshakes=HandshakeBook(redis),
+            mediator_did=MediatorDid(
+                identity, (settings.public_endpoint, settings.public_ws_endpoint)
+            ),
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None

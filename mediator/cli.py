@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from mediator.errors import MediatorError
+from mediator.errors import ConfigError, MediatorError
 from mediator.settings import Settings, env_name, settings_fields
 
 
@@ -134,8 +134,10 @@ def worker(check: bool, **options: Any) -> None:
 def invitation(as_json: bool, **options: Any) -> None:
     """Print the mediator's Out-of-Band invitation URL, for wallets to connect with.
 
-    With --redis-url or --key-seed it is computed here; otherwise it is asked of the node
-    running at --endpoint (default http://127.0.0.1:8080).
+    With --redis-url it is computed here (a single-use invitation is stored there when
+    --no-invitation-multi-use); with only --key-seed, the multi-use one is computed here;
+    otherwise it is asked of the node running at --endpoint (default http://127.0.0.1:8080).
+    --json prints the invitation itself and its legacy connections 1.0 (?c_i=) URL too.
     """
     settings = _build(options)
     try:
@@ -148,8 +150,7 @@ def invitation(as_json: bool, **options: Any) -> None:
 
 async def _invitation(settings: Settings) -> dict[str, Any]:
     from mediator.didcomm.identity import from_seed_setting, load_identity
-    from mediator.didcomm.invitation import invitation, invitation_url
-    from mediator.didcomm.keys import KeyPair
+    from mediator.didcomm.invitation import invitation_urls, multi_use_id
 
     if not settings.redis_url and not settings.key_seed:
         import httpx
@@ -159,19 +160,26 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
             response.raise_for_status()
             answer: dict[str, Any] = response.json()
             return answer
-    identity: KeyPair
-    if settings.key_seed:
+    if not settings.redis_url:
+        if not settings.invitation_multi_use:
+            raise ConfigError("a single-use invitation is stored in Redis: give --redis-url")
         identity = from_seed_setting(settings.key_seed)
-    else:
-        from mediator.redis_conn import command_client
+        return invitation_urls(
+            identity,
+            settings.public_endpoint,
+            settings.label,
+            multi_use_id(identity),
+            multi_use=True,
+        )
+    from mediator.mediation.handshakes import HandshakeBook
+    from mediator.redis_conn import command_client
 
-        redis = command_client(settings.redis_url)
-        try:
-            identity = await load_identity(redis, "")
-        finally:
-            await redis.aclose()
-    oob = invitation(identity, settings.public_endpoint, settings.label)
-    return {"invitation_url": invitation_url(settings.public_endpoint, oob), "invitation": oob}
+    redis = command_client(settings.redis_url)
+    try:
+        identity = await load_identity(redis, settings.key_seed)
+        return await HandshakeBook(redis).invitation(identity, settings)
+    finally:
+        await redis.aclose()
 
 
 async def _run_worker(settings: Settings) -> None:

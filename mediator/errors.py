@@ -102,6 +102,11 @@ class InvalidKey(DidcommError):
     pass
 
 
+class DidError(DidcommError):
+    """A DID, DID document or signed attachment a peer sent that cannot be used: malformed,
+    of a method we do not resolve, or with a signature that does not verify."""
+
+
 class ProblemReport(DidcommError):
     """Refuse a message with a problem-report; `code` is a short machine-readable reason.
 

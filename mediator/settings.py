@@ -154,6 +154,17 @@ class Settings:
             "made once and kept in Redis, so every node shares the key.",
         ),
     )
+    invitation_multi_use: bool = field(
+        default=True,
+        metadata=_opt(
+            "One invitation for any number of agents (the cluster's key). Off: every "
+            "GET /invitation makes a single-use invitation with a key of its own.",
+        ),
+    )
+    invitation_ttl_seconds: int = field(
+        default=7 * 86400,
+        metadata=_opt("How long a single-use invitation stays usable."),
+    )
     allow_plaintext: bool = field(
         default=False,
         metadata=_opt(

@@ -22,6 +22,11 @@ class Peer(Recipient):
         super().__init__(base, mediator, transport)
         self.web = httpx.AsyncClient(base_url=base, timeout=30)
 
+    async def __aenter__(self) -> Peer:
+        await super().__aenter__()
+        await self.exchange()  # the suites' peers are connected, as a wallet would be
+        return self
+
     async def close(self) -> None:
         await super().close()
         await self.web.aclose()

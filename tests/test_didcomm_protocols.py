@@ -306,6 +306,7 @@ async def test_restricted_mediation_denies_unlisted_connections(redis_url: str) 
         med = await mediator_key(node.base)
         async with Peer(node.base, med) as stranger, Peer(node.base, med) as member:
             member.keys = listed
+            await member.exchange()
             deny = await stranger.send(message("coordinate-mediation/1.0/mediate-request"))
             assert deny is not None and deny["@type"].endswith("/mediate-deny")
             refused = await stranger.send(

@@ -24,11 +24,14 @@ from mediator.client.transports import (
     HttpTransport,
     Transport,
     WsTransport,
-    mediator_key,
+    fetch_invitation,
 )
 from mediator.didcomm import envelope
-from mediator.didcomm.keys import KeyPair
-from mediator.errors import EnvelopeError
+from mediator.didcomm.did_doc import QUEUE_ENDPOINT, parse_doc
+from mediator.didcomm.did_peer import numalgo2_did, resolve_numalgo2
+from mediator.didcomm.keys import KeyPair, did_key_to_verkey
+from mediator.didcomm.signatures import verify_attachment
+from mediator.errors import DidError, EnvelopeError
 
 
 def delivered(reply: dict[str, Any]) -> list[tuple[str, bytes]]:
@@ -98,6 +101,7 @@ class Recipient(Agent):
         self.kind: str = transport.kind
         self.timeout = timeout
         self.grant: dict[str, Any] | None = None
+        self.mediator_did: str | None = None  # set by `exchange`
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._http_inbox: asyncio.Queue[bytes] = asyncio.Queue()
         if isinstance(transport, WsTransport):
@@ -108,10 +112,48 @@ class Recipient(Agent):
     async def connect_to(
         cls, base_url: str, transport: str = "http", keys: KeyPair | None = None
     ) -> Recipient:
-        """A recipient of the mediator at `base_url`, its key read from `/invitation`."""
-        recipient = cls(base_url, await mediator_key(base_url), transport, keys)
+        """A recipient connected (DID Exchange 1.1) to the mediator at `base_url`, whose
+        key and invitation are read from `/invitation`."""
+        oob = (await fetch_invitation(base_url))["invitation"]
+        mediator = did_key_to_verkey(oob["services"][0]["recipientKeys"][0])
+        recipient = cls(base_url, mediator, transport, keys)
         await recipient._open_channel()
+        await recipient.exchange(oob)
         return recipient
+
+    async def exchange(
+        self, invitation: dict[str, Any] | None = None, *, label: str = "python client"
+    ) -> dict[str, Any]:
+        """Connect as a DID Exchange 1.1 requester with a did:peer:2 of our key and no
+        endpoint (replies come by return route). Checks that the response's DID is signed
+        by the mediator's key, sends `complete`, and returns the response."""
+        request_id = self.new_id()
+        thread: dict[str, Any] = {"thid": request_id}
+        if invitation is not None:
+            thread["pthid"] = invitation["@id"]
+        request = self.message(
+            "didexchange/1.1/request", label=label, did=numalgo2_did(self.keys, [QUEUE_ENDPOINT])
+        )
+        request.update({"@id": request_id, "~thread": thread})
+        response = await self.request_message(request)
+        if not str(response.get("@type", "")).endswith("/response"):
+            raise ClientError(403, json.dumps(response))
+        try:
+            rotate = response.get("did_rotate~attach") or {}
+            payload, signers = verify_attachment(rotate.get("data"))
+        except DidError as exc:
+            raise ClientError(502, f"the response's did_rotate~attach: {exc}") from exc
+        if payload.decode() != response.get("did") or self.mediator not in signers:
+            raise ClientError(502, "the response's DID is not signed by the invitation's key")
+        self.mediator_did = str(response["did"])
+        try:  # from now on, the key of the mediator's DID document (not the invitation's)
+            self.mediator = parse_doc(resolve_numalgo2(self.mediator_did)).recipient_key
+        except DidError as exc:
+            raise ClientError(502, f"the mediator's DID: {exc}") from exc
+        complete = self.message("didexchange/1.1/complete", route=None)
+        complete["~thread"] = thread
+        await self.send(complete)
+        return response
 
     @property
     def inbox(self) -> asyncio.Queue[bytes]:
@@ -216,9 +258,12 @@ class Recipient(Agent):
 
     async def request(self, type_suffix: str, **fields: Any) -> dict[str, Any]:
         """Send `message(type_suffix, **fields)` with return_route all; the reply."""
-        reply = await self.send(self.message(type_suffix, **fields))
+        return await self.request_message(self.message(type_suffix, **fields))
+
+    async def request_message(self, msg: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.send(msg)
         if reply is None:
-            raise ClientError(202, f"no reply to {type_suffix}")
+            raise ClientError(202, f"no reply to {msg.get('@type')}")
         return reply
 
     async def next_frame(self, wait: float = 5.0) -> bytes:

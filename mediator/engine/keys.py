@@ -132,3 +132,8 @@ def route(recipient_key: str) -> str:
 def mediator_identity() -> str:
     """Hash holding the mediator's key seed, written once (HSETNX) and shared by all nodes."""
     return f"{DIDCOMM_PREFIX}:identity"
+
+
+def invitation(verkey: str) -> str:
+    """Hash: a single-use invitation's key seed and id, until a request consumes it."""
+    return f"{DIDCOMM_PREFIX}:inv:{verkey}"

@@ -34,6 +34,7 @@ NAMES = (
     "queue_limits",
     "thread_order",
     "peek",
+    "connection_create",
 )
 
 

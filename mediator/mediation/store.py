@@ -1,7 +1,7 @@
 """Connections, mediation grants, keylists and routes, kept in Redis so any node can answer.
 
-A connection is named by its verkey (the authcrypt sender key, until the handshake
-protocols arrive). A recipient key routes to exactly one connection: the first to register
+A connection is named by the peer's verkey (its authcrypt sender key), recorded by a
+handshake (`handshakes.py`). A recipient key routes to exactly one connection: the first to register
 it keeps it, so nobody can take over another recipient's key. Registering writes the route
 first and the keylist second, and removing goes the other way round, so a crash in between
 leaves at worst a key that still routes to its owner and can be removed again.
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
+from mediator.didcomm.did_doc import Service
 from mediator.engine import keys
+from mediator.mediation.handshakes import services_from_json
 
 GRANTED = "granted"
 DENIED = "denied"
@@ -31,10 +33,17 @@ class Connection:
     verkey: str
     state: str | None  # granted, denied, or None before any mediate-request
     explicit_pickup: bool  # it has spoken a pickup or queue protocol: no implicit drains
+    handshake: str | None = None  # responded or completed; None: no handshake made it
+    push: tuple[Service, ...] = ()  # endpoints its messages are pushed to
 
     @property
     def granted(self) -> bool:
         return self.state == GRANTED
+
+    @property
+    def has_queue(self) -> bool:
+        """Messages for it may be queued: it was granted mediation or can be pushed to."""
+        return self.granted or bool(self.push)
 
 
 class RouteCache:
@@ -76,11 +85,20 @@ class MediationStore:
         self.routes = routes or RouteCache(0)
 
     async def connection(self, verkey: str) -> Connection:
-        fields = await self.redis.hmget(keys.connection_keys(verkey).record, ["state", "xp"])
-        state, xp = fields
-        return Connection(
-            verkey=verkey, state=None if state is None else _s(state), explicit_pickup=bool(xp)
+        fields = await self.redis.hmget(
+            keys.connection_keys(verkey).record, ["state", "xp", "hs", "svc"]
         )
+        state, xp, hs, svc = fields
+        return Connection(
+            verkey=verkey,
+            state=None if state is None else _s(state),
+            explicit_pickup=bool(xp),
+            handshake=None if hs is None else _s(hs),
+            push=services_from_json(svc),
+        )
+
+    async def has_handshake(self, verkey: str) -> bool:
+        return bool(await self.redis.hexists(keys.connection_keys(verkey).record, "hs"))
 
     async def set_state(self, verkey: str, state: str, now_ms: int) -> None:
         await self.redis.hset(

@@ -11,7 +11,9 @@ from collections.abc import Awaitable, Callable
 from mediator.didcomm.message import MessageType
 from mediator.errors import ProblemReport
 from mediator.protocols import (
+    connections,
     coordinate_mediation,
+    didexchange,
     discover_features,
     pickup_v1,
     pickup_v2,
@@ -24,6 +26,8 @@ from mediator.protocols.context import Context
 Handler = Callable[[Context], Awaitable[None]]
 
 HANDLERS: dict[tuple[str, int, str], Handler] = {
+    **didexchange.HANDLERS,
+    **connections.HANDLERS,
     **coordinate_mediation.HANDLERS,
     **routing.HANDLERS,
     **pickup_v2.HANDLERS,
@@ -33,8 +37,17 @@ HANDLERS: dict[tuple[str, int, str], Handler] = {
     **discover_features.HANDLERS,
 }
 
-# Messages handled without a connection (anoncrypt or, when allowed, plaintext).
-ANONYMOUS = {("routing", 1, "forward"), ("trust_ping", 1, "ping"), ("noop", 1, "noop")}
+# Messages handled without a connection: anoncrypted, authcrypted by a key that has none yet
+# (handshake requests), or, when allowed, plaintext.
+ANONYMOUS = {
+    ("routing", 1, "forward"),
+    ("trust_ping", 1, "ping"),
+    ("noop", 1, "noop"),
+    ("didexchange", 1, "request"),
+    ("didexchange", 1, "problem_report"),
+    ("connections", 1, "request"),
+    ("connections", 1, "problem_report"),
+}
 
 
 def handler_for(mtype: MessageType) -> Handler:

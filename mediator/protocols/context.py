@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mediator.didcomm.keys import KeyPair
+from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.message import Message, new_id
 from mediator.didcomm.threads import ThreadBook
 from mediator.engine import Engine
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import ProblemReport
+from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.store import Connection, MediationStore
 from mediator.settings import Settings
@@ -34,6 +36,8 @@ class Services:
     store: MediationStore
     mailbox: Mailbox
     threads: ThreadBook
+    handshakes: HandshakeBook
+    mediator_did: MediatorDid
 
 
 class Session:
@@ -71,6 +75,8 @@ class Reply:
     after_sent: Callback | None = None  # e.g. delete what the reply carried
     if_unsent: Callback | None = None  # e.g. offer those messages again
     queued_count: int | None = None  # for ~transport.queued_message_count, when known
+    to: str | None = None  # the key to encrypt for, when not the inbound message's sender
+    connection: Connection | None = None  # where it queues, when not the sender's connection
 
 
 @dataclass
@@ -95,6 +101,12 @@ class Context:
             raise ProblemReport(
                 "authcrypt-required",
                 "this message must be authcrypted by the connection it acts for",
+            )
+        if self.connection.handshake is None:
+            raise ProblemReport(
+                "unknown-connection",
+                "no connection has this key: connect first through the mediator's invitation "
+                "(DID Exchange or connections 1.0)",
             )
         return self.connection
 

@@ -13,6 +13,9 @@ MAX_QUERY = 500
 
 # Exactly the protocols the dispatch table implements, with our role in each.
 PROTOCOLS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("didexchange/1.1", ("responder",)),
+    ("didexchange/1.0", ("responder",)),
+    ("connections/1.0", ("inviter",)),
     ("coordinate-mediation/1.0", ("mediator",)),
     ("routing/1.0", ("mediator",)),
     ("messagepickup/2.0", ("mediator",)),

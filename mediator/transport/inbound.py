@@ -26,6 +26,7 @@ from mediator.errors import (
     QueueError,
     StorageError,
 )
+from mediator.mediation.handshakes import RESPONDED
 from mediator.mediation.store import Connection
 from mediator.ops.metrics import Metrics
 from mediator.protocols import HANDLERS, handler_for, is_anonymous
@@ -63,6 +64,7 @@ class Outcome:
     message: Message | None = None
     connection: Connection | None = None
     problem: bool = False  # answered with a problem-report
+    queued_for: set[str] = field(default_factory=set)  # connections whose queue got replies
 
     @property
     def may_drain(self) -> bool:
@@ -85,9 +87,19 @@ class Pipeline:
         self.metrics = metrics
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
 
-    def _find_key(self, kid: str) -> KeyPair | None:
+    async def _keys_for(self, data: Any) -> dict[str, KeyPair]:
+        """The keys that may open `data`: ours, or a single-use invitation's it names."""
         identity = self.services.identity
-        return identity if kid == identity.verkey_b58 else None
+        try:
+            kids = envelope.recipient_kids(data)
+        except EnvelopeError:
+            return {identity.verkey_b58: identity}  # unpack says what is wrong with it
+        if identity.verkey_b58 in kids:
+            return {identity.verkey_b58: identity}
+        found = await self.services.handshakes.invitations(
+            [k for k in kids[:8] if isinstance(k, str) and 40 <= len(k) <= 48]
+        )
+        return {kid: invitation.keys for kid, invitation in found.items()}
 
     async def handle(self, raw: bytes, session: Session, *, capacity: int | None) -> Outcome:
         try:
@@ -122,7 +134,7 @@ class Pipeline:
         counter.inc()
 
     async def _handle(self, raw: bytes, session: Session, capacity: int | None) -> Outcome:
-        opened = self._open(raw)
+        opened = await self._open(raw)
         if isinstance(opened, Refusal):
             return Outcome(refusal=opened)
         data, sender, recipient = opened
@@ -144,6 +156,8 @@ class Pipeline:
         connection = None
         if sender is not None and message.type.family != "routing":
             connection = await self.services.store.connection(sender)
+            if connection.handshake == RESPONDED:  # its first message after our response
+                await self.services.handshakes.complete(sender)
         ctx = Context(self.services, session, message, connection)
         outcome = Outcome(message=message, connection=connection)
         try:
@@ -166,7 +180,7 @@ class Pipeline:
         await self._route(ctx, outcome, capacity)
         return outcome
 
-    def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
+    async def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
         try:
             data = orjson.loads(raw)
         except (ValueError, RecursionError):
@@ -177,8 +191,9 @@ class Pipeline:
                     400, "plaintext-refused", "messages must be DIDComm envelopes (RFC 0019)"
                 )
             return data, None, None
+        held = await self._keys_for(data)
         try:
-            unpacked = envelope.unpack(data, self._find_key)
+            unpacked = envelope.unpack(data, held.get)
         except EnvelopeError as exc:
             return Refusal(400, "unreadable-envelope", str(exc))
         try:
@@ -196,23 +211,27 @@ class Pipeline:
         sender = ctx.message.sender_verkey
         for reply in ctx.replies:
             message = reply.message
-            if sender is None:
+            to = reply.to or sender
+            if to is None:
                 await _unsent(reply)
                 continue
+            target = reply.connection if reply.to else ctx.connection
             if "~thread" not in message:
-                message["~thread"] = await self.services.threads.reply_thread(sender, ctx.message)
+                message["~thread"] = await self.services.threads.reply_thread(to, ctx.message)
             thid = message["~thread"].get("thid", ctx.message.thread.thid)
             room = capacity is None or len(outcome.returned) < capacity
             if room and ctx.message.wants_return(thid):
                 await self._add_queue_count(ctx, reply)
                 outcome.returned.append(
-                    Outgoing(self._pack(message, sender), reply.after_sent, reply.if_unsent)
+                    Outgoing(self._pack(message, to), reply.after_sent, reply.if_unsent)
                 )
-            elif reply.queueable and ctx.connection is not None and ctx.connection.granted:
+            elif reply.queueable and target is not None and target.has_queue:
                 try:
-                    await self.services.mailbox.enqueue(sender, self._pack(message, sender), sender)
+                    await self.services.mailbox.enqueue(to, self._pack(message, to), to)
                 except LimitExceeded as exc:
                     log.warning("reply dropped: the connection's queue is full (%s)", exc)
+                else:
+                    outcome.queued_for.add(to)
                 await _unsent(reply)
             else:
                 await _unsent(reply)

@@ -6,19 +6,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from mediator.didcomm.invitation import invitation, invitation_url
 from mediator.transport.http import post_only
-from mediator.transport.inbound import Pipeline
 from mediator.transport.websocket import didcomm_websocket
 
 
 async def get_invitation(request: Request) -> Response:
-    pipeline: Pipeline = request.app.state.didcomm
-    settings = pipeline.services.settings
-    oob = invitation(pipeline.services.identity, settings.public_endpoint, settings.label)
-    return JSONResponse(
-        {"invitation_url": invitation_url(settings.public_endpoint, oob), "invitation": oob}
-    )
+    """The Out-of-Band invitation (and its legacy `?c_i=` form): the multi-use one, or a new
+    single-use one per request when invitations are single-use."""
+    services = request.app.state.didcomm.services
+    answer = await services.handshakes.invitation(services.identity, services.settings)
+    return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
 
 routes: list[BaseRoute] = [

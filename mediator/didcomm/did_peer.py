@@ -1,0 +1,191 @@
+"""did:peer (the DID Peer method spec): the forms a handshake peer may present.
+
+- numalgo 1 (`did:peer:1zQm…`): the DID is the hash of a genesis document, which travels as
+  the handshake's `did_doc~attach`; we check the hash when the document's bytes allow it.
+- numalgo 2 (`did:peer:2.Vz6Mk….Ez6LS….SeyJ…`): keys and services in the DID itself.
+- numalgo 4 (`did:peer:4zQm…:z…`): the long form carries the whole document; its hash prefix
+  is checked. The short form alone cannot be resolved.
+
+Also writes the mediator's own did:peer:2 (one Ed25519 key, its X25519 twin, a service per
+endpoint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import base58
+
+from mediator.didcomm.envelope import b64url_decode, b64url_encode
+from mediator.didcomm.keys import (
+    ED25519_MULTICODEC,
+    X25519_MULTICODEC,
+    KeyPair,
+    b58decode,
+    b58encode,
+)
+from mediator.errors import DidError, EnvelopeError, InvalidKey
+
+PEER = "did:peer:"
+_MULTIHASH_SHA256 = b"\x12\x20"
+_MULTICODEC_JSON = b"\x80\x04"  # varint of 0x0200
+_MAX_DID = 16_384
+_B58 = frozenset(
+    "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+)  # a long-form did:peer:4 with a few services stays far below this
+
+_PURPOSES = {
+    "A": "assertionMethod",
+    "E": "keyAgreement",
+    "V": "authentication",
+    "I": "capabilityInvocation",
+    "D": "capabilityDelegation",
+}
+_SERVICE_WORDS = {"t": "type", "s": "serviceEndpoint", "r": "routingKeys", "a": "accept"}
+_SERVICE_TYPES = {"dm": "DIDCommMessaging"}
+
+
+def numalgo(did: str) -> int | None:
+    """1, 2 or 4 for a did:peer of that kind, None when `did` is no did:peer."""
+    if not did.startswith(PEER) or len(did) <= len(PEER):
+        return None
+    code = did[len(PEER)]
+    if code not in "0123456789":
+        raise DidError(f"{did[:40]!r} is not a did:peer")
+    return int(code)
+
+
+def _b58_document(value: str) -> bytes:
+    """Base58btc of any length (keys' decoder stops at key-sized input)."""
+    if not value or not _B58.issuperset(value):
+        raise DidError("not base58btc")
+    return base58.b58decode(value)
+
+
+def _hash(data: bytes) -> str:
+    return "z" + b58encode(_MULTIHASH_SHA256 + hashlib.sha256(data).digest())
+
+
+def check_numalgo1(did: str, doc_bytes: bytes, doc: dict[str, Any]) -> None:
+    """The did:peer:1 must be the hash of its genesis document: of the attachment's bytes,
+    or of the document without its `id` as compact JSON (the forms agents write)."""
+    if not did.startswith(PEER + "1zQm"):
+        raise DidError(f"{did[:60]!r} is not a did:peer:1")
+    stored = {k: v for k, v in doc.items() if k != "id"}
+    candidates = (
+        doc_bytes,
+        json.dumps(stored, separators=(",", ":")).encode(),
+        json.dumps(doc, separators=(",", ":")).encode(),
+    )
+    if not any(did[len(PEER) + 1 :] == _hash(c) for c in candidates):
+        raise DidError(f"{did[:60]!r} is not the hash of the attached DID document")
+
+
+def _key_method(did: str, index: int, multibase: str) -> dict[str, Any]:
+    try:
+        raw = b58decode(multibase[1:]) if multibase.startswith("z") else b""
+    except InvalidKey as exc:
+        raise DidError(f"a did:peer:2 key is not base58btc: {exc}") from exc
+    if raw.startswith(ED25519_MULTICODEC) and len(raw) == 34:
+        kind = "Ed25519VerificationKey2020"
+    elif raw.startswith(X25519_MULTICODEC) and len(raw) == 34:
+        kind = "X25519KeyAgreementKey2020"
+    else:
+        raise DidError("did:peer:2 keys must be Ed25519 or X25519 multikeys ('z6Mk…', 'z6LS…')")
+    return {
+        "id": f"#key-{index}",
+        "type": kind,
+        "controller": did,
+        "publicKeyMultibase": multibase,
+    }
+
+
+def _expand_service(value: dict[str, Any]) -> dict[str, Any]:
+    out = {_SERVICE_WORDS.get(k, k): v for k, v in value.items()}
+    if isinstance(out.get("type"), str):
+        out["type"] = _SERVICE_TYPES.get(out["type"], out["type"])
+    return out
+
+
+def resolve_numalgo2(did: str) -> dict[str, Any]:
+    """The DID document a did:peer:2 encodes. A did-communication service that names no
+    recipient keys gets the DID's authentication keys, as agents that omit them intend."""
+    if len(did) > _MAX_DID:
+        raise DidError("the did:peer:2 is too long")
+    elements = did[len(PEER) + 1 :].split(".")
+    if elements[0] != "" or len(elements) < 2:
+        raise DidError(f"{did[:60]!r} is not a did:peer:2 ('did:peer:2.<purpose><key>…')")
+    doc: dict[str, Any] = {"id": did, "verificationMethod": [], "service": []}
+    for element in elements[1:]:
+        purpose, value = element[:1], element[1:]
+        if purpose in _PURPOSES:
+            method = _key_method(did, len(doc["verificationMethod"]) + 1, value)
+            doc["verificationMethod"].append(method)
+            doc.setdefault(_PURPOSES[purpose], []).append(method["id"])
+        elif purpose == "S":
+            try:
+                decoded = json.loads(b64url_decode(value, "a did:peer:2 service"))
+            except (EnvelopeError, ValueError) as exc:
+                raise DidError(f"a did:peer:2 service is not base64url JSON: {exc}") from exc
+            for entry in decoded if isinstance(decoded, list) else [decoded]:
+                if not isinstance(entry, dict):
+                    raise DidError("a did:peer:2 service must be a JSON object")
+                service = _expand_service(entry)
+                n = len(doc["service"])
+                service.setdefault("id", "#service" if n == 0 else f"#service-{n}")
+                doc["service"].append(service)
+        else:
+            raise DidError(f"unknown did:peer:2 purpose code {purpose!r}")
+    auth = doc.get("authentication", [])
+    for service in doc["service"]:
+        if service.get("type") == "did-communication" and "recipientKeys" not in service:
+            service["recipientKeys"] = list(auth)
+    return doc
+
+
+def resolve_numalgo4(did: str) -> dict[str, Any]:
+    """The document of a long-form did:peer:4, its hash checked."""
+    if len(did) > _MAX_DID:
+        raise DidError("the did:peer:4 is too long")
+    rest = did[len(PEER) + 1 :]
+    if ":" not in rest:
+        raise DidError("a short-form did:peer:4 cannot be resolved: send the long form")
+    hashed, encoded = rest.split(":", 1)
+    if _hash(encoded.encode()) != hashed:
+        raise DidError("the did:peer:4's hash does not match its document")
+    raw = _b58_document(encoded[1:]) if encoded.startswith("z") else b""
+    if not raw.startswith(_MULTICODEC_JSON):
+        raise DidError("the did:peer:4 document is not multicodec JSON")
+    try:
+        doc = json.loads(raw[len(_MULTICODEC_JSON) :])
+    except ValueError as exc:
+        raise DidError("the did:peer:4 document is not JSON") from exc
+    if not isinstance(doc, dict):
+        raise DidError("the did:peer:4 document must be a JSON object")
+    doc["id"] = did
+    return doc
+
+
+def short_numalgo4(did: str) -> str:
+    return did.rsplit(":", 1)[0] if did.count(":") == 3 else did
+
+
+def numalgo2_did(keys: KeyPair, endpoints: list[str]) -> str:
+    """The mediator's did:peer:2: its Ed25519 key (V), the X25519 twin (E), and one
+    did-communication service per endpoint, in order of preference."""
+    ed = "z" + b58encode(ED25519_MULTICODEC + keys.verkey)
+    x = "z" + b58encode(X25519_MULTICODEC + keys.x25519_public)
+    parts = [PEER + "2", "V" + ed, "E" + x]
+    for priority, endpoint in enumerate(endpoints):
+        service = {
+            "t": "did-communication",
+            "s": endpoint,
+            "r": [],
+            "recipientKeys": ["#key-1"],
+            "priority": priority,
+            "a": ["didcomm/aip1", "didcomm/aip2;env=rfc19"],
+        }
+        parts.append("S" + b64url_encode(json.dumps(service, separators=(",", ":")).encode()))
+    return ".".join(parts)

@@ -1,0 +1,139 @@
+"""Connections made by handshakes (connections 1.0, DID Exchange) and single-use invitations,
+kept in Redis so any node can continue what another began.
+
+A connection is still named by the peer's verkey (the key its messages are authcrypted
+with); the handshake adds who the peer is (DID, label, protocol, thread) and where it can be
+reached (the push services of its DID document). A key belongs to at most one connection:
+a second request naming the same key is refused and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from mediator.didcomm.did_doc import Service
+from mediator.didcomm.invitation import invitation_urls, multi_use_id
+from mediator.didcomm.keys import KeyPair
+from mediator.engine import keys
+from mediator.engine.scripts import Scripts
+from mediator.settings import Settings
+
+RESPONDED = "responded"
+COMPLETED = "completed"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class Handshake:
+    verkey: str  # the peer's key: the connection's name
+    did: str
+    label: str
+    protocol: str  # e.g. "didexchange/1.1", "connections/1.0"
+    thid: str  # the handshake's thread (the request's id)
+    invitation: str  # the invitation's id (pthid), or the invitation key's did:key
+    services: tuple[Service, ...]  # where pushes go, most preferred first
+
+
+def services_json(services: tuple[Service, ...]) -> str:
+    return json.dumps(
+        [
+            {"e": s.endpoint, "k": list(s.recipient_keys), "r": list(s.routing_keys)}
+            for s in services
+        ]
+    )
+
+
+def services_from_json(text: str | bytes | None) -> tuple[Service, ...]:
+    if not text:
+        return ()
+    return tuple(
+        Service(endpoint=e["e"], recipient_keys=tuple(e["k"]), routing_keys=tuple(e["r"]))
+        for e in json.loads(text)
+    )
+
+
+@dataclass(frozen=True)
+class Invitation:
+    keys: KeyPair
+    id: str
+
+
+class HandshakeBook:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.scripts = Scripts(redis)
+
+    async def record(self, handshake: Handshake, now_ms: int) -> bool:
+        """Store a connection in the `responded` state; False when its key is taken."""
+        fields = {
+            "hs": RESPONDED,
+            "proto": handshake.protocol,
+            "did": handshake.did,
+            "label": handshake.label,
+            "thid": handshake.thid,
+            "inv": handshake.invitation,
+            "svc": services_json(handshake.services),
+        }
+        flat = [item for pair in fields.items() for item in pair]
+        created = await self.scripts.call(
+            "connection_create", [keys.connection_keys(handshake.verkey).record], [now_ms, *flat]
+        )
+        return bool(int(created))
+
+    async def complete(self, verkey: str) -> None:
+        await self.redis.hset(keys.connection_keys(verkey).record, "hs", COMPLETED)
+
+    async def thread_of(self, verkey: str) -> str | None:
+        value = await self.redis.hget(keys.connection_keys(verkey).record, "thid")
+        return None if value is None else _text(value)
+
+    async def invitation(self, identity: KeyPair, settings: Settings) -> dict[str, Any]:
+        """What `GET /invitation` answers: the multi-use invitation, or a new single-use one."""
+        if settings.invitation_multi_use:
+            keys_, oob_id = identity, multi_use_id(identity)
+        else:
+            made = await self.new_invitation(settings.invitation_ttl_seconds)
+            keys_, oob_id = made.keys, made.id
+        return invitation_urls(
+            keys_,
+            settings.public_endpoint,
+            settings.label,
+            oob_id,
+            multi_use=settings.invitation_multi_use,
+        )
+
+    async def new_invitation(self, ttl_seconds: int) -> Invitation:
+        """A fresh key pair that one request may use, for `ttl_seconds`."""
+        seed = secrets.token_bytes(32)
+        invitation = Invitation(KeyPair.from_seed(seed), secrets.token_hex(16))
+        name = keys.invitation(invitation.keys.verkey_b58)
+        await self.redis.hset(name, mapping={"seed": seed.hex(), "id": invitation.id})
+        await self.redis.expire(name, ttl_seconds)
+        return invitation
+
+    async def invitations(self, verkeys: list[str]) -> dict[str, Invitation]:
+        """The open single-use invitations among `verkeys` (an envelope's recipients)."""
+        if not verkeys:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for verkey in verkeys:
+            pipe.hmget(keys.invitation(verkey), ["seed", "id"])
+        found = {}
+        for verkey, (seed, oob_id) in zip(verkeys, await pipe.execute(), strict=True):
+            if seed is not None and oob_id is not None:
+                keypair = KeyPair.from_seed(bytes.fromhex(_text(seed)))
+                if keypair.verkey_b58 == verkey:
+                    found[verkey] = Invitation(keypair, _text(oob_id))
+        return found
+
+    async def consume(self, verkey: str) -> bool:
+        """Use up a single-use invitation: True for the one request that gets it."""
+        return bool(await self.redis.delete(keys.invitation(verkey)))
