@@ -22,6 +22,7 @@ from mediator.engine import Engine, keys
 from mediator.engine.wakeups import WakeHub
 from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
@@ -87,25 +88,28 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
         identity = await load_identity(redis, settings.key_seed)
+        mailbox = Mailbox(engine, settings, metrics_)
+        pusher = Pusher(redis, store, mailbox, settings, metrics_)
         services = Services(
             settings=settings,
             engine=engine,
             hub=hub,
             identity=identity,
             store=store,
-            mailbox=Mailbox(engine, settings, metrics_),
+            mailbox=mailbox,
             threads=ThreadBook(redis, settings.thread_state_seconds),
             handshakes=HandshakeBook(redis),
             mediator_did=MediatorDid(
                 identity, (settings.public_endpoint, settings.public_ws_endpoint)
             ),
+            pusher=pusher,
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None
         if settings.in_process_worker:
             from workers.runner import Worker
 
-            worker = Worker(settings, redis, engine)
+            worker = Worker(settings, redis, engine, pusher)
             worker_task = asyncio.create_task(worker.run(), name="in-process-worker")
         if not settings.mqs_enabled:
             log.warning(
@@ -121,6 +125,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                 worker_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker_task
+            await pusher.aclose()
             await hub.stop()
             await redis.aclose()
 

@@ -98,6 +98,10 @@ class EnvelopeError(DidcommError):
     """The bytes are not an envelope we can open: malformed, or for keys we do not hold."""
 
 
+class NotAddressedHere(EnvelopeError):
+    """A well-formed envelope for keys we do not hold."""
+
+
 class InvalidKey(DidcommError):
     pass
 

@@ -208,6 +208,21 @@ class Settings:
             scope="serve",
         ),
     )
+    push_timeout_seconds: float = field(
+        default=10.0,
+        metadata=_opt(
+            "How long a push to a recipient's own endpoint may take before it counts as failed "
+            "(recipients whose DID document names an HTTP or WebSocket endpoint).",
+        ),
+    )
+    push_retry_min_seconds: float = field(
+        default=1.0,
+        metadata=_opt("Wait before the first retry of a failed push; doubled each time."),
+    )
+    push_retry_max_seconds: float = field(
+        default=300.0,
+        metadata=_opt("Longest wait between push retries (messages stay queued meanwhile)."),
+    )
     implicit_pickup_delay_seconds: float = field(
         default=0.5,
         metadata=_opt(

@@ -74,6 +74,9 @@ def dc_node(redis_url: str) -> Iterator[Node]:
         MEDIATOR_IMPLICIT_PICKUP_DELAY_SECONDS="0.3",
         MEDIATOR_WORKER_TICK_SECONDS="0.2",
         MEDIATOR_ALLOW_PLAINTEXT="true",
+        MEDIATOR_PUSH_RETRY_MIN_SECONDS="0.2",
+        MEDIATOR_PUSH_RETRY_MAX_SECONDS="0.5",
+        MEDIATOR_PUSH_TIMEOUT_SECONDS="2",
     )
     node.start()
     yield node

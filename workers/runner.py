@@ -21,6 +21,9 @@ from redis.exceptions import RedisError
 
 from mediator.engine import Engine, QueueRef, keys
 from mediator.errors import QueueNotFound
+from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.push import Pusher
+from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import NAMESPACES
 from mediator.settings import Settings
 
@@ -31,10 +34,17 @@ REGISTRY_CHUNK = 500
 
 
 class Worker:
-    def __init__(self, settings: Settings, redis: Redis, engine: Engine) -> None:
+    def __init__(
+        self, settings: Settings, redis: Redis, engine: Engine, pusher: Pusher | None = None
+    ) -> None:
         self.settings = settings
         self.redis = redis
         self.engine = engine
+        # Push retries of the shards it holds; a node's worker shares the node's pusher.
+        self.pusher = pusher or Pusher(
+            redis, MediationStore(redis), Mailbox(engine, settings), settings
+        )
+        self._own_pusher = pusher is None
         self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
         self.shards = settings.worker_shards
         self.owned: set[int] = set()
@@ -55,12 +65,15 @@ class Worker:
                 await asyncio.sleep(self.settings.worker_tick_seconds)
         finally:
             await self._release_all()
+            if self._own_pusher:
+                await self.pusher.aclose()
 
     async def tick(self) -> None:
         now_ms = await self._redis_now_ms()
         await self._balance(now_ms)
         for shard in sorted(self.owned):
             await self._run_due(shard, now_ms)
+            await self.pusher.retry_due(shard, now_ms)
             last = self._last_reconcile.get(shard)
             if last is None or time.monotonic() - last >= self.settings.reconcile_seconds:
                 await self.reconcile(shard)

@@ -13,7 +13,7 @@ its messages over HTTP or a WebSocket, and a sender that forwards through the me
 
 from mediator.client.agent import DIDCOMM_ORG, Agent, message, new_id
 from mediator.client.recipient import Recipient, delivered
-from mediator.client.sender import FORWARD, Sender, forward_envelope, forward_message
+from mediator.client.sender import Sender, forward_envelope
 from mediator.client.transports import (
     ENVELOPE_TYPE,
     ClientError,
@@ -24,6 +24,7 @@ from mediator.client.transports import (
     mediator_key,
     ws_url,
 )
+from mediator.didcomm.forwarding import FORWARD, forward_message
 
 attachments = delivered  # the name the older test suites use
 

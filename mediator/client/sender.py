@@ -3,22 +3,13 @@ envelope in a `routing/1.0/forward` for each hop, the outermost anoncrypted to t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from mediator.client.agent import Agent, new_id
+from mediator.client.agent import Agent
 from mediator.client.transports import HttpTransport, Transport, WsTransport
-from mediator.didcomm import envelope
+from mediator.didcomm.forwarding import wrap
 from mediator.didcomm.keys import KeyPair, normalize_key
-
-FORWARD = "https://didcomm.org/routing/1.0/forward"
-
-
-def forward_message(inner: bytes, to: str) -> dict[str, Any]:
-    """A forward of the envelope `inner` to the key `to` (written as base58: a Credo
-    mediator drops forwards whose `to` is a did:key)."""
-    return {"@type": FORWARD, "@id": new_id(), "to": normalize_key(to), "msg": json.loads(inner)}
 
 
 def forward_envelope(
@@ -35,11 +26,7 @@ def forward_envelope(
     hops = [normalize_key(k) for k in routing_keys]
     if not hops or hops[-1] != mediator:
         hops.append(mediator)
-    current, target = inner, to_key
-    for hop in hops:
-        current = envelope.pack(json.dumps(forward_message(current, target)).encode(), [hop])
-        target = hop
-    return current
+    return wrap(inner, to_key, hops)
 
 
 class Sender(Agent):

@@ -29,7 +29,7 @@ import nacl.exceptions
 import orjson
 
 from mediator.didcomm.keys import KeyPair, normalize_key, x25519_of
-from mediator.errors import EnvelopeError, InvalidKey
+from mediator.errors import EnvelopeError, InvalidKey, NotAddressedHere
 
 MAX_RECIPIENTS = 100
 ENC = "xchacha20poly1305_ietf"
@@ -183,7 +183,7 @@ def unpack(envelope: Envelope, find_key: Callable[[str], KeyPair | None]) -> Unp
         if keypair is not None:
             break
     else:
-        raise EnvelopeError("the envelope is not addressed to any key held here")
+        raise NotAddressedHere("the envelope is not addressed to any key held here")
     if parsed.alg == AUTHCRYPT:
         cek, sender = _authcrypt_cek(recipient, keypair)
     else:

@@ -137,3 +137,8 @@ def mediator_identity() -> str:
 def invitation(verkey: str) -> str:
     """Hash: a single-use invitation's key seed and id, until a request consumes it."""
     return f"{DIDCOMM_PREFIX}:inv:{verkey}"
+
+
+def push_due(shard: int) -> str:
+    """Sorted set: connection verkey -> when its queue should next be pushed (ms)."""
+    return f"{DIDCOMM_PREFIX}:push:{shard}"

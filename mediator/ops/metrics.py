@@ -84,6 +84,13 @@ class Metrics:
             "Queued messages removed because recipients acknowledged or received them.",
             registry=r,
         )
+        self.pushes = Counter(
+            "mediator_didcomm_pushes",
+            "Queued messages pushed to recipients' own endpoints, by outcome (delivered: the "
+            "endpoint answered 2xx; failed: kept queued and retried with backoff).",
+            ["outcome"],
+            registry=r,
+        )
         self.websockets = Gauge(
             "mediator_websockets", "DIDComm WebSockets open on this node.", registry=r
         )

@@ -16,6 +16,7 @@ from mediator.engine.wakeups import WakeHub
 from mediator.errors import ProblemReport
 from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.push import Pusher
 from mediator.mediation.store import Connection, MediationStore
 from mediator.settings import Settings
 
@@ -38,6 +39,7 @@ class Services:
     threads: ThreadBook
     handshakes: HandshakeBook
     mediator_did: MediatorDid
+    pusher: Pusher
 
 
 class Session:

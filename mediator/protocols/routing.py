@@ -51,6 +51,8 @@ async def forward(ctx: Context) -> None:
             await ctx.services.mailbox.enqueue(connection, envelope, key)
         except LimitExceeded as exc:
             refused.append(exc)
+        else:
+            ctx.services.pusher.queued(connection)
     if refused:
         first = refused[0]
         accepted = len(targets) - len(refused)

@@ -22,6 +22,7 @@ from mediator.didcomm.problem import problem_report
 from mediator.errors import (
     EnvelopeError,
     LimitExceeded,
+    NotAddressedHere,
     ProblemReport,
     QueueError,
     StorageError,
@@ -64,7 +65,6 @@ class Outcome:
     message: Message | None = None
     connection: Connection | None = None
     problem: bool = False  # answered with a problem-report
-    queued_for: set[str] = field(default_factory=set)  # connections whose queue got replies
 
     @property
     def may_drain(self) -> bool:
@@ -87,15 +87,16 @@ class Pipeline:
         self.metrics = metrics
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
 
-    async def _keys_for(self, data: Any) -> dict[str, KeyPair]:
-        """The keys that may open `data`: ours, or a single-use invitation's it names."""
+    def _identity_key(self, kid: str) -> KeyPair | None:
         identity = self.services.identity
+        return identity if kid == identity.verkey_b58 else None
+
+    async def _invitation_keys(self, data: Any) -> dict[str, KeyPair]:
+        """The open single-use invitations `data` is addressed to (a handshake request)."""
         try:
             kids = envelope.recipient_kids(data)
         except EnvelopeError:
-            return {identity.verkey_b58: identity}  # unpack says what is wrong with it
-        if identity.verkey_b58 in kids:
-            return {identity.verkey_b58: identity}
+            return {}
         found = await self.services.handshakes.invitations(
             [k for k in kids[:8] if isinstance(k, str) and 40 <= len(k) <= 48]
         )
@@ -191,9 +192,11 @@ class Pipeline:
                     400, "plaintext-refused", "messages must be DIDComm envelopes (RFC 0019)"
                 )
             return data, None, None
-        held = await self._keys_for(data)
         try:
-            unpacked = envelope.unpack(data, held.get)
+            try:
+                unpacked = envelope.unpack(data, self._identity_key)
+            except NotAddressedHere:  # perhaps a request to a single-use invitation
+                unpacked = envelope.unpack(data, (await self._invitation_keys(data)).get)
         except EnvelopeError as exc:
             return Refusal(400, "unreadable-envelope", str(exc))
         try:
@@ -231,7 +234,8 @@ class Pipeline:
                 except LimitExceeded as exc:
                     log.warning("reply dropped: the connection's queue is full (%s)", exc)
                 else:
-                    outcome.queued_for.add(to)
+                    if target.push:
+                        self.services.pusher.start(to, target.push)
                 await _unsent(reply)
             else:
                 await _unsent(reply)

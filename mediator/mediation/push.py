@@ -1,0 +1,201 @@
+"""Push delivery: messages for a connection whose DID document names an HTTP or WebSocket
+endpoint (ACA-Py's, say) are sent there, not only kept for pickup.
+
+The queue stays the only source of truth. A push hands messages out as a delivery does
+(hidden until the delivery deadline), posts them one by one in queue order, and deletes
+each only when the endpoint answered 2xx. On a failure the rest are released at once, so
+they are available for pickup meanwhile, and the connection is scheduled again with
+exponential backoff in `dc:push:<shard>`; the upkeep worker holding that shard retries it.
+Before a push starts, the schedule is set to a guard time past the delivery deadline, so
+a node that dies mid-push leaves the retry to a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+import httpx
+import websockets
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from mediator.didcomm.did_doc import Service
+from mediator.didcomm.forwarding import wrap
+from mediator.engine import keys
+from mediator.engine.model import ReceivedMessage
+from mediator.errors import StorageError
+from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.store import MediationStore
+from mediator.ops.metrics import Metrics
+from mediator.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ENVELOPE_TYPE = "application/didcomm-envelope-enc"
+BATCH = 10
+TARGETS_TTL = 60.0  # a connection's endpoints never change after its handshake
+TARGETS_SIZE = 100_000
+
+
+class Pusher:
+    def __init__(
+        self,
+        redis: Redis,
+        store: MediationStore,
+        mailbox: Mailbox,
+        settings: Settings,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.redis = redis
+        self.store = store
+        self.mailbox = mailbox
+        self.settings = settings
+        self.metrics = metrics
+        self.http = httpx.AsyncClient(timeout=settings.push_timeout_seconds)
+        self._targets: dict[str, tuple[tuple[Service, ...], float]] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._lookups: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ entry points
+
+    def queued(self, connection: str) -> None:
+        """A message was queued for `connection`: push it if the connection has an endpoint.
+        Costs nothing more on the forward's path when the answer is cached."""
+        cached = self._targets.get(connection)
+        if cached is not None and cached[1] > time.monotonic():
+            if cached[0]:
+                self.start(connection, cached[0])
+            return
+        task = asyncio.create_task(self._look_up_and_push(connection))
+        self._lookups.add(task)
+        task.add_done_callback(self._lookups.discard)
+
+    def start(self, connection: str, services: tuple[Service, ...]) -> None:
+        """Push `connection`'s queue now, unless this node is at it (then once more after)."""
+        if connection in self._running:
+            self._again.add(connection)
+            return
+        task = asyncio.create_task(self._run(connection, services), name="push")
+        self._running[connection] = task
+        task.add_done_callback(lambda _: self._running.pop(connection, None))
+
+    async def retry_due(self, shard: int, now_ms: int, limit: int = 100) -> int:
+        """Start the pushes scheduled in `shard` whose time has come (the worker's part)."""
+        due = await self.redis.zrangebyscore(keys.push_due(shard), "-inf", now_ms, 0, limit)
+        for raw in due:
+            connection = raw.decode() if isinstance(raw, bytes) else str(raw)
+            services = await self._services(connection)
+            if services:
+                self.start(connection, services)
+            else:
+                await self.redis.zrem(keys.push_due(shard), connection)
+        return len(due)
+
+    async def aclose(self) -> None:
+        tasks = [*self._running.values(), *self._lookups]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.http.aclose()
+
+    # ------------------------------------------------------------ the push
+
+    async def _services(self, connection: str) -> tuple[Service, ...]:
+        services = (await self.store.connection(connection)).push
+        if len(self._targets) >= TARGETS_SIZE:
+            self._targets.clear()
+        self._targets[connection] = (services, time.monotonic() + TARGETS_TTL)
+        return services
+
+    async def _look_up_and_push(self, connection: str) -> None:
+        try:
+            services = await self._services(connection)
+        except (RedisError, OSError) as exc:
+            log.warning("push lookup failed: %s", exc)
+            return
+        if services:
+            self.start(connection, services)
+
+    async def _run(self, connection: str, services: tuple[Service, ...]) -> None:
+        try:
+            while True:
+                self._again.discard(connection)
+                if not await self._push_queue(connection, services):
+                    break
+                if connection not in self._again:
+                    break
+        except (RedisError, StorageError, OSError) as exc:
+            log.warning("push to %s stopped: %s (a worker retries it)", connection[:8], exc)
+        except Exception:
+            log.exception("push to %s failed unexpectedly", connection[:8])
+
+    async def _push_queue(self, connection: str, services: tuple[Service, ...]) -> bool:
+        """Push until the queue is empty (True) or the endpoint fails (False, retry set)."""
+        shard = keys.shard_of(connection, self.settings.worker_shards)
+        due, record = keys.push_due(shard), keys.connection_keys(connection).record
+        now = await self.mailbox.now_ms()
+        guard_s = self.settings.delivery_timeout_seconds + self.settings.push_timeout_seconds
+        await self.redis.zadd(due, {connection: now + int(guard_s * 1000)})
+        while True:
+            messages, now, _ = await self.mailbox.deliver(connection, BATCH)
+            if not messages:
+                break
+            for i, message in enumerate(messages):
+                if await self._send(services, message):
+                    await self.mailbox.acknowledge(connection, [message.message_id])
+                    self._count("delivered")
+                    continue
+                self._count("failed")
+                await self.mailbox.release(connection, [m.message_id for m in messages[i:]])
+                attempts = int(await self.redis.hincrby(record, "pa", 1))
+                delay = min(
+                    self.settings.push_retry_max_seconds,
+                    self.settings.push_retry_min_seconds * 2 ** min(attempts - 1, 30),
+                )
+                await self.redis.zadd(due, {connection: now + int(delay * 1000)})
+                log.info(
+                    "push to %s failed (attempt %d): retry in %.1f s",
+                    connection[:8],
+                    attempts,
+                    delay,
+                )
+                return False
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(due, connection)
+        pipe.hdel(record, "pa")
+        await pipe.execute()
+        return True
+
+    async def _send(self, services: Sequence[Service], message: ReceivedMessage) -> bool:
+        """Post one message to the first endpoint that takes it (2xx, or a WebSocket send)."""
+        for service in services:
+            body = message.body
+            if service.routing_keys:
+                to = message.trace_id or service.recipient_keys[0]
+                body = wrap(body, to, service.routing_keys)
+            try:
+                if service.endpoint.startswith(("ws://", "wss://")):
+                    async with websockets.connect(
+                        service.endpoint,
+                        open_timeout=self.settings.push_timeout_seconds,
+                        close_timeout=self.settings.push_timeout_seconds,
+                    ) as ws:
+                        await ws.send(body.decode())
+                    return True
+                answer = await self.http.post(
+                    service.endpoint, content=body, headers={"Content-Type": ENVELOPE_TYPE}
+                )
+                if 200 <= answer.status_code < 300:
+                    return True
+                log.info("push endpoint answered %d", answer.status_code)
+            except (httpx.HTTPError, websockets.WebSocketException, OSError, TimeoutError) as exc:
+                log.info("push endpoint unreachable: %s", exc)
+        return False
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.pushes.labels(outcome).inc()

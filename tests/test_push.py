@@ -1,0 +1,209 @@
+"""Push delivery to recipients that have an endpoint (as ACA-Py does): a real HTTP endpoint
+served by uvicorn in the test, a real node, real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from mediator.client import Recipient, Sender
+from mediator.didcomm.did_peer import numalgo2_did
+from mediator.embedded import free_port
+from tests.didcomm_peer import Peer
+from tests.servers import Node
+
+
+class Endpoint:
+    """An agent's inbound HTTP endpoint: records what it is posted, answers `status`."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.received: list[bytes] = []
+        self.refused = 0
+        self.status = 200
+        self.content_types: set[str] = set()
+        app = Starlette(routes=[Route("/", self._post, methods=["POST"])])
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.task: asyncio.Task[None] | None = None
+
+    async def _post(self, request: Request) -> Response:
+        body = await request.body()
+        self.content_types.add(request.headers.get("content-type", ""))
+        if self.status >= 300:
+            self.refused += 1
+            return Response(status_code=self.status)
+        self.received.append(body)
+        return Response(status_code=self.status)
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.server.serve())
+        while not self.server.started:  # noqa: ASYNC110 (uvicorn offers no event for it)
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            await self.task
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[Endpoint]:
+    ep = Endpoint()
+    await ep.start()
+    yield ep
+    await ep.stop()
+
+
+async def until(condition: Any, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+    """Wait until `condition()` (sync or async) holds; fail the test if it never does."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = condition()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        assert loop.time() < deadline, "the condition never held"
+        await asyncio.sleep(0.05)
+
+
+def opened(wallet: Recipient, data: bytes) -> dict[str, Any]:
+    return wallet.open_forwarded(data)
+
+
+async def _wallet_with_endpoint(node: Node, med: str, endpoint: Endpoint) -> Peer:
+    """A wallet connected like ACA-Py: DID Exchange with an HTTP endpoint in its did:peer:2
+    and no return route, so every answer comes to the endpoint."""
+    wallet = Peer(node.base, med)
+    request = wallet.message(
+        "didexchange/1.1/request",
+        route=None,
+        label="aca-py-like",
+        did=numalgo2_did(wallet.keys, [endpoint.url]),
+    )
+    assert await wallet.send(request) is None  # 202: answered through the endpoint
+    await until(lambda: len(endpoint.received) == 1)
+    response = opened(wallet, endpoint.received.pop())
+    assert response["@type"] == "https://didcomm.org/didexchange/1.1/response"
+    assert response["~thread"]["thid"] == request["@id"]
+    wallet.mediator = med
+    return wallet
+
+
+async def test_handshake_mediation_and_forwards_are_pushed_to_the_endpoint(
+    dc_node: Node, med: str, endpoint: Endpoint
+) -> None:
+    wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+    grant_request = wallet.message("coordinate-mediation/1.0/mediate-request", route=None)
+    assert await wallet.send(grant_request) is None
+    await until(lambda: len(endpoint.received) == 1)
+    grant = opened(wallet, endpoint.received.pop())
+    assert grant["@type"].endswith("/mediate-grant")
+    key = wallet.add_key()
+    update = wallet.message(
+        "coordinate-mediation/1.0/keylist-update",
+        route=None,
+        updates=[{"recipient_key": wallet.recipient_keys[key].did_key, "action": "add"}],
+    )
+    assert await wallet.send(update) is None
+    await until(lambda: len(endpoint.received) == 1)
+    assert opened(wallet, endpoint.received.pop())["updated"][0]["result"] == "success"
+
+    sender = Sender(med)
+    for n in range(5):
+        await sender.send_to(key, {"n": n}, dc_node.base)
+    await until(lambda: len(endpoint.received) == 5)
+    assert [opened(wallet, b)["n"] for b in endpoint.received] == [0, 1, 2, 3, 4]
+    assert endpoint.content_types == {"application/didcomm-envelope-enc"}
+    # Delivered means removed: nothing waits in the queue.
+    status = await wallet.status()
+    assert status["message_count"] == 0
+    await wallet.close()
+
+
+async def test_failed_pushes_stay_queued_are_retried_and_can_be_picked_up(
+    dc_node: Node, med: str, endpoint: Endpoint
+) -> None:
+    wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+    endpoint.status = 503  # the agent is down for a while
+    await wallet.mediate_request()  # over the return route: answers come back directly
+    key = await wallet.register_key()
+    await Sender(med).send_to(key, {"n": "first"}, dc_node.base)
+    await until(lambda: endpoint.refused >= 2, timeout=10)  # retried with backoff
+    # Meanwhile it is still available for pickup, once.
+    status = await wallet.status()
+    assert status["message_count"] == 1
+    endpoint.status = 200
+    await until(lambda: len(endpoint.received) == 1, timeout=10)
+    assert opened(wallet, endpoint.received[0])["n"] == "first"
+    await asyncio.sleep(1.5)  # no second copy arrives
+    assert len(endpoint.received) == 1
+    assert (await wallet.status())["message_count"] == 0
+    await wallet.close()
+
+
+async def test_a_message_picked_up_while_the_endpoint_is_down_is_not_pushed_later(
+    dc_node: Node, med: str, endpoint: Endpoint
+) -> None:
+    wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+    endpoint.status = 500
+    await wallet.mediate_request()
+    key = await wallet.register_key()
+    await Sender(med).send_to(key, {"n": 1}, dc_node.base)
+    await until(lambda: endpoint.refused >= 1, timeout=10)
+    await until(lambda: _visible(wallet), timeout=10)
+    delivery = await wallet.delivery_request(10)
+    ids = [a["@id"] for a in delivery["~attach"]]
+    assert len(ids) == 1
+    await wallet.messages_received(ids)
+    endpoint.status = 200
+    await asyncio.sleep(2.5)  # retries find nothing left
+    assert endpoint.received == []
+    await wallet.close()
+
+
+async def _visible(wallet: Recipient) -> bool:
+    return bool((await wallet.status())["message_count"])
+
+
+async def test_unreachable_endpoint_does_not_hold_up_the_sender(dc_node: Node, med: str) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/"  # nothing listens here
+    wallet = Peer(dc_node.base, med)
+    request = wallet.message(
+        "didexchange/1.1/request", label="gone", did=numalgo2_did(wallet.keys, [dead])
+    )
+    response = await wallet.request_message(request)  # return route still answers at once
+    assert response["@type"].endswith("/response")
+    await wallet.mediate_request()
+    key = await wallet.register_key()
+    async with httpx.AsyncClient() as client:
+        started = asyncio.get_running_loop().time()
+        data = Sender(med).wrap(key, {"n": 1})
+        answer = await client.post(
+            dc_node.base + "/",
+            content=data,
+            headers={"content-type": "application/didcomm-envelope-enc"},
+        )
+        assert answer.status_code == 202
+        assert asyncio.get_running_loop().time() - started < 2
+    delivery = await wallet.delivery_request(10)
+    assert [opened(wallet, b)["n"] for b in _bodies(delivery)] == [1]
+    await wallet.close()
+
+
+def _bodies(delivery: dict[str, Any]) -> list[bytes]:
+    from mediator.client import delivered
+
+    return [body for _, body in delivered(delivery)]
