@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 from typing import Any
 
@@ -274,3 +275,25 @@ def test_connection_signature_round_trip_in_seconds_and_milliseconds() -> None:
     assert verify_connection(credo)[0] == {"DID": "x"}
     with pytest.raises(DidError):
         verify_connection(dict(credo, signer=KeyPair.generate().verkey_b58))
+
+
+# Credo 0.5's isValidPeerDid (didPeer.js): base64url '-' and '_' are not admitted in a
+# service segment, so a DID that has them does not resolve there.
+CREDO_PEER_DID = re.compile(
+    r"did:peer:(([01](z)([1-9a-km-zA-HJ-NP-Z]{5,200}))|(2((.[AEVID](z)([1-9a-km-zA-HJ-NP-Z]"
+    r"{5,200}))+(.(S)[0-9a-zA-Z=]*)*))|([4](z[1-9a-km-zA-HJ-NP-Z]{46})(:z[1-9a-km-zA-HJ-NP-Z]"
+    r"{6,}){0,1}))"
+)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["wss://m.example.com/?a=1", "wss://m.example.com/~u/ws", "http://x/>?~~??", "https://a.b/"],
+)
+def test_our_did_peer_2_passes_credos_check_whatever_the_endpoint(endpoint: str) -> None:
+    keys = KeyPair.generate()
+    did = did_peer.numalgo2_did(keys, [endpoint, "ws://h:1/?x=~"])
+    assert CREDO_PEER_DID.fullmatch(did)
+    resolved = did_peer.resolve_numalgo2(did)
+    assert resolved["service"][0]["serviceEndpoint"] == endpoint
+    assert did_peer_2.resolve(did)["service"][0]["serviceEndpoint"] == endpoint

@@ -43,6 +43,10 @@ _PURPOSES = {
     "I": "capabilityInvocation",
     "D": "capabilityDelegation",
 }
+# ASCII JSON encodes to base64url '-' or '_' only where '>', '?', '~' or DEL fall on the third
+# byte of a group, and Credo's did:peer regex admits neither: written as \u escapes, they
+# never appear (a JSON string may escape any character).
+_BASE64URL_TRAPS = (("?", "\\u003f"), (">", "\\u003e"), ("~", "\\u007e"), ("\x7f", "\\u007f"))
 _SERVICE_WORDS = {"t": "type", "s": "serviceEndpoint", "r": "routingKeys", "a": "accept"}
 _SERVICE_TYPES = {"dm": "DIDCommMessaging"}
 
@@ -76,8 +80,8 @@ def check_numalgo1(did: str, doc_bytes: bytes, doc: dict[str, Any]) -> None:
     stored = {k: v for k, v in doc.items() if k != "id"}
     candidates = (
         doc_bytes,
+        json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode(),  # Credo's
         json.dumps(stored, separators=(",", ":")).encode(),
-        json.dumps(doc, separators=(",", ":")).encode(),
     )
     if not any(did[len(PEER) + 1 :] == _hash(c) for c in candidates):
         raise DidError(f"{did[:60]!r} is not the hash of the attached DID document")
@@ -187,5 +191,8 @@ def numalgo2_did(keys: KeyPair, endpoints: list[str]) -> str:
             "priority": priority,
             "a": ["didcomm/aip1", "didcomm/aip2;env=rfc19"],
         }
-        parts.append("S" + b64url_encode(json.dumps(service, separators=(",", ":")).encode()))
+        text = json.dumps(service, separators=(",", ":"))
+        for char, escaped in _BASE64URL_TRAPS:
+            text = text.replace(char, escaped)
+        parts.append("S" + b64url_encode(text.encode()))
     return ".".join(parts)
