@@ -67,7 +67,7 @@ class DidcommBench(Bench):
     async def sanity(self) -> None:
         recipient, key = await self.recipient()
         try:
-            sender = Sender(recipient.mediator)
+            sender = Sender(recipient.routing_key)
             await sender.send_to(key, {"@type": "x", "n": 1}, self.base)
             delivery = await recipient.deliver()
             got = [recipient.open(body) for _, body in attachments(delivery)]
@@ -88,7 +88,7 @@ class DidcommBench(Bench):
             for _ in range(RECIPIENTS_PER_BLOCK):
                 recipient, key = await self.recipient()
                 await recipient.close()
-                wrapped = Sender(recipient.mediator).wrap(key, content)
+                wrapped = Sender(recipient.routing_key).wrap(key, content)
                 raws.append(build_request("POST", "/", ENVELOPE, wrapped))
             turn = 0
 
@@ -122,7 +122,7 @@ class DidcommBench(Bench):
         recipients = []
         for _ in range(users):
             recipient, key = await self.recipient("ws")
-            sender = Sender(recipient.mediator)
+            sender = Sender(recipient.routing_key)
             requests = [
                 build_request("POST", "/", ENVELOPE, sender.wrap(key, {"n": i}))
                 for i in range(backlog)
@@ -202,7 +202,7 @@ class DidcommBench(Bench):
         args = self.args
         rounds, gap = args.rounds, 1 / args.live_rate
         recipient, key = await self.recipient("ws")
-        sender = Sender(recipient.mediator)
+        sender = Sender(recipient.routing_key)
         status = await recipient.live(True)
         if status.get("live_delivery") is not True:
             raise BenchError(f"live mode was not turned on: {status!r}")

@@ -16,7 +16,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from mediator.didcomm.identity import load_identity
-from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.threads import ThreadBook
 from mediator.engine import Engine, keys
 from mediator.engine.wakeups import WakeHub
@@ -99,9 +98,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             mailbox=mailbox,
             threads=ThreadBook(redis, settings.thread_state_seconds),
             handshakes=HandshakeBook(redis),
-            mediator_did=MediatorDid(
-                identity, (settings.public_endpoint, settings.public_ws_endpoint)
-            ),
+            endpoints=(settings.public_endpoint, settings.public_ws_endpoint),
             pusher=pusher,
         )
         app.state.didcomm = Pipeline(services, metrics_)

@@ -130,10 +130,16 @@ async def test_did_exchange_1_1_with_did_peer_2_then_mediation(
         doc = parse_doc(json.loads(payload))
         # HTTP first (ACA-Py posts there), WebSocket second (Credo needs it for live mode).
         assert [s.endpoint for s in doc.services] == [dc_node.base, "ws" + dc_node.base[4:]]
-        assert doc.recipient_key == med
+        # Our key on this connection is its own, not the cluster's (nor another's).
+        assert doc.recipient_key == wallet.mediator != med
         assert parse_doc(resolve_numalgo2(response["did"])).services == doc.services
         key = await wallet.mediate()
         assert key in wallet.recipient_keys
+        # Forwards still go to the cluster's routing key.
+        assert wallet.routing_key == med
+        async with Recipient(dc_node.base, med, transport) as other:
+            await other.exchange()
+            assert other.mediator not in (med, wallet.mediator)
 
 
 async def test_did_exchange_1_0_with_signed_did_peer_1(dc_node: Node, med: str) -> None:
@@ -168,7 +174,9 @@ async def test_anoncrypted_request_is_answered_to_the_did_documents_key(
     answer = await wallet.post(wallet.pack(msg, anon=True))
     assert answer.status_code == 200
     response, sender = wallet.unpack(answer.content)
-    assert sender == med and response["@type"].endswith("/response")
+    assert response["@type"].endswith("/response")
+    wallet.take_response(response)
+    assert sender == wallet.mediator != med  # authcrypted by our key on the new connection
     await wallet.close()
 
 
@@ -339,11 +347,18 @@ async def test_connections_1_0_with_an_unqualified_did(
     signed, signer = verify_connection(response["connection~sig"])
     assert signer == med
     ours = parse_doc(signed["DIDDoc"], signed["DID"])
-    assert ours.recipient_key == med
+    assert ours.recipient_key != med
     assert [s.endpoint for s in ours.services] == [dc_node.base, "ws" + dc_node.base[4:]]
-    # The first authcrypted message (a ping) completes it; mediation then works.
+    # The first authcrypted message (a ping) completes it; mediation then works, and every
+    # answer comes from our key in the document we sent.
+    wallet.mediator = ours.recipient_key
     await wallet.request("trust_ping/1.0/ping")
-    assert (await wallet.mediate_request())["@type"].endswith("/mediate-grant")
+    grant = wallet.pack(Recipient.message("coordinate-mediation/1.0/mediate-request"))
+    if transport == "http":
+        answer, sender = wallet.unpack((await wallet.post(grant)).content)
+        assert answer["@type"].endswith("/mediate-grant") and sender == ours.recipient_key
+    else:
+        assert (await wallet.mediate_request())["@type"].endswith("/mediate-grant")
     await wallet.close()
 
 
@@ -368,9 +383,9 @@ async def test_a_handshake_begun_on_one_node_continues_on_another(
 ) -> None:
     wallet = await _peer(dc_node, med)
     msg = request("1.1", numalgo2_did(wallet.keys, [QUEUE]))
-    assert (await wallet.request_message(msg))["@type"].endswith("/response")
+    wallet.take_response(await wallet.request_message(msg))
     async with Recipient(node_b.base, med) as same:  # the same keys, through node B
-        same.keys = wallet.keys
+        same.keys, same.mediator = wallet.keys, wallet.mediator  # our key on the connection
         complete = Recipient.message("didexchange/1.1/complete", route=None)
         complete["~thread"] = {"thid": msg["@id"]}
         assert await same.send(complete) is None
@@ -400,9 +415,12 @@ async def test_single_use_invitations(redis_url: str) -> None:
         with pytest.raises(ClientError) as used:
             await second.exchange(one["invitation"])
         assert used.value.status == 400  # the invitation's key is gone: nothing opens it
-        # The cluster key takes no requests when invitations are single-use.
-        identity = parse_doc(json.loads(verify_attachment(response["did_doc~attach"]["data"])[0]))
-        third = await _peer(node, identity.recipient_key)
+        # The cluster key (the grant's routing key) takes no requests when invitations are
+        # single-use.
+        grant = await first.mediate_request()
+        cluster_key = did_key_to_verkey(grant["routing_keys"][0])
+        assert cluster_key not in (key_one, first.mediator)
+        third = await _peer(node, cluster_key)
         problem = await third.request_message(request("1.1", numalgo2_did(third.keys, [QUEUE])))
         assert problem["problem-code"] == "request_not_accepted"
         for p in (first, second, third):

@@ -98,7 +98,7 @@ async def _wallet_with_endpoint(node: Node, med: str, endpoint: Endpoint) -> Pee
     response = opened(wallet, endpoint.received.pop())
     assert response["@type"] == "https://didcomm.org/didexchange/1.1/response"
     assert response["~thread"]["thid"] == request["@id"]
-    wallet.mediator = med
+    wallet.take_response(response)
     return wallet
 
 

@@ -29,7 +29,7 @@ from mediator.client.transports import (
 from mediator.didcomm import envelope
 from mediator.didcomm.did_doc import QUEUE_ENDPOINT, parse_doc
 from mediator.didcomm.did_peer import numalgo2_did, resolve_numalgo2
-from mediator.didcomm.keys import KeyPair, did_key_to_verkey
+from mediator.didcomm.keys import KeyPair, did_key_to_verkey, normalize_key
 from mediator.didcomm.signatures import verify_attachment
 from mediator.errors import DidError, EnvelopeError
 
@@ -102,6 +102,7 @@ class Recipient(Agent):
         self.timeout = timeout
         self.grant: dict[str, Any] | None = None
         self.mediator_did: str | None = None  # set by `exchange`
+        self.invitation_key = self.mediator  # what `mediator` was before the exchange
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._http_inbox: asyncio.Queue[bytes] = asyncio.Queue()
         if isinstance(transport, WsTransport):
@@ -135,21 +136,9 @@ class Recipient(Agent):
             "didexchange/1.1/request", label=label, did=numalgo2_did(self.keys, [QUEUE_ENDPOINT])
         )
         request.update({"@id": request_id, "~thread": thread})
+        self.mediator = self.invitation_key  # a request goes to the invitation's key
         response = await self.request_message(request)
-        if not str(response.get("@type", "")).endswith("/response"):
-            raise ClientError(403, json.dumps(response))
-        try:
-            rotate = response.get("did_rotate~attach") or {}
-            payload, signers = verify_attachment(rotate.get("data"))
-        except DidError as exc:
-            raise ClientError(502, f"the response's did_rotate~attach: {exc}") from exc
-        if payload.decode() != response.get("did") or self.mediator not in signers:
-            raise ClientError(502, "the response's DID is not signed by the invitation's key")
-        self.mediator_did = str(response["did"])
-        try:  # from now on, the key of the mediator's DID document (not the invitation's)
-            self.mediator = parse_doc(resolve_numalgo2(self.mediator_did)).recipient_key
-        except DidError as exc:
-            raise ClientError(502, f"the mediator's DID: {exc}") from exc
+        self.take_response(response)
         complete = self.message("didexchange/1.1/complete", route=None)
         complete["~thread"] = thread
         await self.send(complete)
@@ -255,6 +244,31 @@ class Recipient(Agent):
         for waiter in self._waiting.values():
             if not waiter.done():
                 waiter.set_exception(ClientError(0, "the WebSocket closed before the reply"))
+
+    @property
+    def routing_key(self) -> str:
+        """The key senders forward to: the grant's routing key, else the invitation's."""
+        if self.grant and self.grant.get("routing_keys"):
+            return normalize_key(self.grant["routing_keys"][-1])
+        return self.invitation_key
+
+    def take_response(self, response: dict[str, Any]) -> None:
+        """Check a DID Exchange response (its DID signed by the invitation's key, our
+        `mediator` so far) and talk to the key of the mediator's DID document from now on."""
+        if not str(response.get("@type", "")).endswith("/response"):
+            raise ClientError(403, json.dumps(response))
+        try:
+            rotate = response.get("did_rotate~attach") or {}
+            payload, signers = verify_attachment(rotate.get("data"))
+        except DidError as exc:
+            raise ClientError(502, f"the response's did_rotate~attach: {exc}") from exc
+        if payload.decode() != response.get("did") or self.mediator not in signers:
+            raise ClientError(502, "the response's DID is not signed by the invitation's key")
+        self.mediator_did = str(response["did"])
+        try:
+            self.mediator = parse_doc(resolve_numalgo2(self.mediator_did)).recipient_key
+        except DidError as exc:
+            raise ClientError(502, f"the mediator's DID: {exc}") from exc
 
     async def request(self, type_suffix: str, **fields: Any) -> dict[str, Any]:
         """Send `message(type_suffix, **fields)` with return_route all; the reply."""

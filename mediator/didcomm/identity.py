@@ -1,7 +1,11 @@
-"""The mediator's own Ed25519 key: one key for the whole cluster, whichever node answers."""
+"""The mediator's own Ed25519 keys: the cluster's key (invitations, routing), whichever node
+answers, and one key per connection derived from it, so that every node derives the same."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import secrets
 
 from redis.asyncio import Redis
@@ -31,3 +35,12 @@ def from_seed_setting(seed_setting: str) -> KeyPair:
     if len(seed) != 32:
         raise ConfigError("key_seed must be 32 bytes (64 hexadecimal characters)")
     return KeyPair.from_seed(seed)
+
+
+@functools.lru_cache(maxsize=65536)
+def connection_key(identity: KeyPair, their_verkey: str) -> KeyPair:
+    """Our key on the connection with `their_verkey`: HMAC-SHA256 of their key under our
+    seed. A wallet that connects twice then sees a different key each time (Credo drops
+    messages from a key two of its connections share)."""
+    seed = hmac.new(identity.sigkey[:32], b"connection:" + their_verkey.encode(), hashlib.sha256)
+    return KeyPair.from_seed(seed.digest())

@@ -142,3 +142,8 @@ def invitation(verkey: str) -> str:
 def push_due(shard: int) -> str:
     """Sorted set: connection verkey -> when its queue should next be pushed (ms)."""
     return f"{DIDCOMM_PREFIX}:push:{shard}"
+
+
+def our_key(verkey: str) -> str:
+    """String: our per-connection verkey -> the peer's verkey (which names the connection)."""
+    return f"{DIDCOMM_PREFIX}:ours:{verkey}"

@@ -71,9 +71,12 @@ class HandshakeBook:
         self.redis = redis
         self.scripts = Scripts(redis)
 
-    async def record(self, handshake: Handshake, now_ms: int) -> bool:
-        """Store a connection in the `responded` state; False when its key is taken."""
+    async def record(self, handshake: Handshake, ours: str, now_ms: int) -> bool:
+        """Store a connection in the `responded` state, with `ours`, our key on it; False
+        when its key is taken. The key map is written first: alone, it is harmless."""
+        await self.redis.set(keys.our_key(ours), handshake.verkey)
         fields = {
+            "ok": ours,
             "hs": RESPONDED,
             "proto": handshake.protocol,
             "did": handshake.did,
@@ -87,6 +90,19 @@ class HandshakeBook:
             "connection_create", [keys.connection_keys(handshake.verkey).record], [now_ms, *flat]
         )
         return bool(int(created))
+
+    async def peers_of(self, ours: list[str]) -> dict[str, str]:
+        """Which connections (peer verkeys) our keys `ours` belong to, where known."""
+        if not ours:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)  # not MGET: the keys span cluster slots
+        for verkey in ours:
+            pipe.get(keys.our_key(verkey))
+        found = {}
+        for verkey, peer in zip(ours, await pipe.execute(), strict=True):
+            if peer is not None:
+                found[verkey] = _text(peer)
+        return found
 
     async def complete(self, verkey: str) -> None:
         await self.redis.hset(keys.connection_keys(verkey).record, "hs", COMPLETED)

@@ -32,7 +32,7 @@ async def request(ctx: Context) -> None:
     except (ProblemReport, DidError) as exc:
         await handshake.refuse(ctx, doc, exc, "1.0")
         return
-    ours = ctx.services.mediator_did
+    ours = ctx.services.did_for(made.verkey)
     signed = {"DID": ours.unqualified, "DIDDoc": ours.legacy_doc}
     response = {
         "@type": ctx.message.type.reply("response"),

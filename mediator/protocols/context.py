@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mediator.didcomm.identity import connection_key
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.message import Message, new_id
@@ -38,8 +39,16 @@ class Services:
     mailbox: Mailbox
     threads: ThreadBook
     handshakes: HandshakeBook
-    mediator_did: MediatorDid
+    endpoints: tuple[str, ...]  # ours, in DID documents: HTTP(S) first, then WS(S)
     pusher: Pusher
+
+    def keys_for(self, connection: str) -> KeyPair:
+        """Our key on the connection named by the peer's key `connection`."""
+        return connection_key(self.identity, connection)
+
+    def did_for(self, connection: str) -> MediatorDid:
+        """Our DID and documents on that connection."""
+        return MediatorDid(self.keys_for(connection), self.endpoints)
 
 
 class Session:

@@ -39,7 +39,7 @@ async def request(ctx: Context) -> None:
     except (ProblemReport, DidError) as exc:
         await handshake.refuse(ctx, doc, exc, version)
         return
-    ours = ctx.services.mediator_did
+    ours = ctx.services.did_for(made.verkey)
     response = {
         "@type": ctx.message.type.reply("response", version=version),
         "@id": new_id(),

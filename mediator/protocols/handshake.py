@@ -141,7 +141,9 @@ async def record(
         invitation=invitation.id,
         services=doc.push_services,
     )
-    if not await ctx.services.handshakes.record(handshake, await ctx.services.mailbox.now_ms()):
+    ours = ctx.services.keys_for(their_key).verkey_b58
+    now_ms = await ctx.services.mailbox.now_ms()
+    if not await ctx.services.handshakes.record(handshake, ours, now_ms):
         raise ProblemReport(NOT_ACCEPTED, "a connection with this key exists already")
     log.info("connection %s made by %s (%s)", their_key[:8], protocol, handshake.label[:40])
     return handshake

@@ -86,21 +86,36 @@ class Pipeline:
         self.services = services
         self.metrics = metrics
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
+        self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
 
     def _identity_key(self, kid: str) -> KeyPair | None:
         identity = self.services.identity
         return identity if kid == identity.verkey_b58 else None
 
-    async def _invitation_keys(self, data: Any) -> dict[str, KeyPair]:
-        """The open single-use invitations `data` is addressed to (a handshake request)."""
+    async def _other_keys(self, data: Any) -> dict[str, KeyPair]:
+        """Keys besides the cluster's that may open `data`: our key on a connection, or an
+        open single-use invitation's (a handshake request)."""
         try:
-            kids = envelope.recipient_kids(data)
+            kids = [k for k in envelope.recipient_kids(data)[:8] if isinstance(k, str)]
         except EnvelopeError:
             return {}
-        found = await self.services.handshakes.invitations(
-            [k for k in kids[:8] if isinstance(k, str) and 40 <= len(k) <= 48]
-        )
-        return {kid: invitation.keys for kid, invitation in found.items()}
+        held = {kid: self._ours[kid] for kid in kids if kid in self._ours}
+        if held:
+            return held
+        kids = [k for k in kids if 40 <= len(k) <= 48]
+        handshakes = self.services.handshakes
+        for ours, peer in (await handshakes.peers_of(kids)).items():
+            keypair = self.services.keys_for(peer)
+            if keypair.verkey_b58 == ours:
+                held[ours] = keypair
+                if len(self._ours) >= 100_000:
+                    self._ours.clear()
+                self._ours[ours] = keypair  # a connection's key never changes: kept
+        if held:
+            return held
+        return {
+            k: invitation.keys for k, invitation in (await handshakes.invitations(kids)).items()
+        }
 
     async def handle(self, raw: bytes, session: Session, *, capacity: int | None) -> Outcome:
         try:
@@ -195,8 +210,8 @@ class Pipeline:
         try:
             try:
                 unpacked = envelope.unpack(data, self._identity_key)
-            except NotAddressedHere:  # perhaps a request to a single-use invitation
-                unpacked = envelope.unpack(data, (await self._invitation_keys(data)).get)
+            except NotAddressedHere:  # our key on a connection, or a single-use invitation's
+                unpacked = envelope.unpack(data, (await self._other_keys(data)).get)
         except EnvelopeError as exc:
             return Refusal(400, "unreadable-envelope", str(exc))
         try:
@@ -208,7 +223,7 @@ class Pipeline:
         return message, unpacked.sender_verkey, unpacked.recipient_verkey
 
     def _pack(self, message: dict[str, Any], to: str) -> bytes:
-        return envelope.pack(orjson.dumps(message), [to], self.services.identity)
+        return envelope.pack(orjson.dumps(message), [to], self.services.keys_for(to))
 
     async def _route(self, ctx: Context, outcome: Outcome, capacity: int | None) -> None:
         sender = ctx.message.sender_verkey

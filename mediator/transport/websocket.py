@@ -138,7 +138,9 @@ class WsSession(Session):
                         {"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages
                     ],
                 }
-                packed = envelope.pack(orjson.dumps(delivery), [connection], self.services.identity)
+                packed = envelope.pack(
+                    orjson.dumps(delivery), [connection], self.services.keys_for(connection)
+                )
                 await self.carry(Outgoing(packed))  # deleted only on messages-received
             return messages, due, now
 
