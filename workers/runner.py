@@ -112,8 +112,10 @@ class Worker:
         return bool(int(r))
 
     async def _release_all(self) -> None:
+        # Every shard, not just `owned`: a stop that interrupts a lease call after Redis ran it
+        # leaves a lease this worker holds but has not noted. Release is compare-and-delete.
         try:
-            for shard in list(self.owned):
+            for shard in range(self.shards):
                 await self._lease(shard, "release")
             await self.redis.zrem(keys.workers(), self.id)
         except (RedisError, OSError):

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 # Families whose messages never start an implicit drain: the pickup protocols themselves, and
 # mediation set-up, which wallets that pick up explicitly also send with return_route "all".
 NOT_DRAINING = ("messagepickup", "queue", "coordinate-mediation")
+# A connection in the `responded` state completes with its first message of any other family.
+HANDSHAKES = ("didexchange", "connections")
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,8 @@ class Pipeline:
         connection = None
         if sender is not None and message.type.family != "routing":
             connection = await self.services.store.connection(sender)
-            if connection.handshake == RESPONDED:  # its first message after our response
-                await self.services.handshakes.complete(sender)
+            if connection.handshake == RESPONDED and message.type.family not in HANDSHAKES:
+                await self.services.handshakes.complete(sender)  # its first message since
         ctx = Context(self.services, session, message, connection)
         outcome = Outcome(message=message, connection=connection)
         try:
