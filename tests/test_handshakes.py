@@ -289,8 +289,10 @@ async def test_strangers_get_unknown_connection(dc_node: Node, med: str) -> None
     for suffix in ("coordinate-mediation/1.0/mediate-request", "messagepickup/2.0/status-request"):
         problem = await wallet.request(suffix)
         assert problem["description"]["code"] == "unknown-connection"
-    pong = await wallet.request("trust_ping/1.0/ping", response_requested=True)
+    ping = wallet.pack(Recipient.message("trust_ping/1.0/ping", response_requested=True))
+    pong, sender = wallet.unpack((await wallet.post(ping)).content)
     assert pong["@type"].endswith("/ping_response")  # pings need no connection
+    assert sender == med  # answered from the key it was sent to: no connection key exists
     await wallet.close()
 
 

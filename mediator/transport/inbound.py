@@ -163,7 +163,8 @@ class Pipeline:
                 return Outcome(refusal=Refusal(400, exc.code, exc.description))
             # It cannot say how to answer it, so the answer goes back the way it came.
             report = problem_report(exc.code, exc.description, None)
-            return Outcome(returned=[Outgoing(self._pack(report, sender))], problem=True)
+            packed = self._pack(report, sender, self._addressed(recipient))
+            return Outcome(returned=[Outgoing(packed)], problem=True)
         if sender is None and not is_anonymous(message.type):
             return Outcome(
                 message=message,
@@ -224,8 +225,13 @@ class Pipeline:
             message = None  # Message.parse turns this into a problem-report
         return message, unpacked.sender_verkey, unpacked.recipient_verkey
 
-    def _pack(self, message: dict[str, Any], to: str) -> bytes:
-        return envelope.pack(orjson.dumps(message), [to], self.services.keys_for(to))
+    def _pack(self, message: dict[str, Any], to: str, sender: KeyPair) -> bytes:
+        return envelope.pack(orjson.dumps(message), [to], sender)
+
+    def _addressed(self, recipient: str | None) -> KeyPair:
+        """The key of ours an inbound message was addressed to (the cluster's by default):
+        what we answer from when the answer is on no connection."""
+        return self._ours.get(recipient or "", self.services.identity)
 
     async def _route(self, ctx: Context, outcome: Outcome, capacity: int | None) -> None:
         sender = ctx.message.sender_verkey
@@ -236,6 +242,10 @@ class Pipeline:
                 await _unsent(reply)
                 continue
             target = reply.connection if reply.to else ctx.connection
+            if target is not None and target.handshake is not None:
+                ours = self.services.keys_for(to)  # our key on that connection
+            else:
+                ours = self._addressed(ctx.message.recipient_verkey)
             if "~thread" not in message:
                 message["~thread"] = await self.services.threads.reply_thread(to, ctx.message)
             thid = message["~thread"].get("thid", ctx.message.thread.thid)
@@ -243,11 +253,11 @@ class Pipeline:
             if room and ctx.message.wants_return(thid):
                 await self._add_queue_count(ctx, reply)
                 outcome.returned.append(
-                    Outgoing(self._pack(message, to), reply.after_sent, reply.if_unsent)
+                    Outgoing(self._pack(message, to, ours), reply.after_sent, reply.if_unsent)
                 )
             elif reply.queueable and target is not None and target.has_queue:
                 try:
-                    await self.services.mailbox.enqueue(to, self._pack(message, to), to)
+                    await self.services.mailbox.enqueue(to, self._pack(message, to, ours), to)
                 except LimitExceeded as exc:
                     log.warning("reply dropped: the connection's queue is full (%s)", exc)
                 else:
