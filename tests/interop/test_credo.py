@@ -1,0 +1,130 @@
+"""Credo 0.5.19, unmodified, uses our mediator as it would any other: a recipient with no
+inbound endpoint connects from our invitation (DID Exchange), gets mediation and picks up
+with each of Credo's pickup strategies, while a second Credo agent connects to it through
+us and sends it basic messages. Also across two nodes: the recipient's socket on one, the
+sender's forwards landing on the other."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from mediator.embedded import free_port
+from tests.interop.credo import CredoAgent, credo_install_dir
+from tests.servers import Node
+
+pytestmark = pytest.mark.interop
+
+N = 5
+STRATEGIES = ["PickUpV1", "PickUpV2", "PickUpV2LiveMode", "Implicit"]
+
+
+@pytest.fixture(scope="module")
+def credo() -> None:
+    credo_install_dir()  # once, before any agent starts (cached between runs)
+
+
+@pytest.fixture(scope="module")
+def mediator(redis_url: str, credo: None) -> Iterator[Node]:
+    """A node with production defaults (30 s delivery deadline)."""
+    node = Node(redis_url)
+    node.start()
+    yield node
+    node.stop()
+
+
+async def invitation_url(node: Node) -> str:
+    async with httpx.AsyncClient(base_url=node.base) as client:
+        answer = (await client.get("/invitation")).json()
+    return str(answer["invitation_url"])
+
+
+@pytest.fixture
+async def agents() -> AsyncIterator[list[CredoAgent]]:
+    started: list[CredoAgent] = []
+    yield started
+    await asyncio.gather(*(a.stop() for a in started))
+
+
+async def _exchange_messages(
+    url: str, strategy: str, agents: list[CredoAgent], label: str
+) -> tuple[CredoAgent, list[str]]:
+    recipient = CredoAgent(f"{label}-recipient", mediator_invitation_url=url, pickup=strategy)
+    sender = CredoAgent(f"{label}-sender", inbound_port=free_port())
+    agents += [recipient, sender]
+    ready, _ = await asyncio.gather(recipient.start(), sender.start())
+    assert ready["mediation"] == "granted", recipient.log_tail()
+    invitation = await recipient.create_invitation()
+    connection = await sender.receive_invitation(invitation)
+    sent = [f"{label} message {i}" for i in range(N)]
+    for text in sent:
+        await sender.send(connection, text)
+    await recipient.wait_for_messages(N, timeout=60)
+    await asyncio.sleep(1)  # time for a duplicate to show, were one coming
+    return recipient, sent
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_credo_recipient_gets_every_message(
+    mediator: Node, agents: list[CredoAgent], strategy: str
+) -> None:
+    url = await invitation_url(mediator)
+    recipient, sent = await _exchange_messages(url, strategy, agents, strategy)
+    got = [m["content"] for m in recipient.messages]
+    assert sorted(got) == sorted(sent), recipient.log_tail()
+    assert len(got) == N  # none twice
+    grant = await recipient.mediation()
+    assert grant["state"] == "granted" and grant["endpoint"] == mediator.base
+
+
+async def test_credo_connects_with_the_legacy_connections_invitation(
+    mediator: Node, agents: list[CredoAgent]
+) -> None:
+    async with httpx.AsyncClient(base_url=mediator.base) as client:
+        legacy = (await client.get("/invitation")).json()["legacy_invitation_url"]
+    recipient, sent = await _exchange_messages(legacy, "PickUpV2", agents, "legacy")
+    assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(redis_url: str, credo: None) -> Iterator[tuple[Node, Node]]:
+    """Two nodes on one Redis, configured alike as behind a load balancer that sends
+    WebSockets to one and HTTP to the other: both name B's HTTP endpoint and A's WebSocket
+    endpoint, so a live recipient's socket is on A while senders' forwards land on B."""
+    a, b = Node(redis_url), Node(redis_url)
+    for node in (a, b):
+        node.env["MEDIATOR_ENDPOINT"] = b.base
+        node.env["MEDIATOR_WS_ENDPOINT"] = "ws" + a.base[4:]
+    a.start()
+    b.start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+@pytest.mark.parametrize("strategy", ["PickUpV2LiveMode", "Implicit"])
+async def test_two_nodes_socket_on_one_forwards_on_the_other(
+    two_nodes: tuple[Node, Node], agents: list[CredoAgent], strategy: str
+) -> None:
+    a, b = two_nodes
+    url = await invitation_url(a)
+    recipient, sent = await _exchange_messages(url, strategy, agents, f"2n-{strategy}")
+    assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
+    # The forwards were answered by B and the live socket was A's.
+    async with httpx.AsyncClient() as client:
+        metrics_a = (await client.get(a.base + "/metrics")).text
+        metrics_b = (await client.get(b.base + "/metrics")).text
+    assert _count(metrics_b, 'type="routing/1/forward"') >= N
+    assert _count(metrics_a, 'type="routing/1/forward"') == 0
+    assert _count(metrics_a, "mediator_websockets ") >= 1
+
+
+def _count(metrics: str, needle: str) -> float:
+    total = 0.0
+    for line in metrics.splitlines():
+        if needle in line and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
