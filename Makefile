@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
 
-.PHONY: install serve test lint unit engine-redis7 bench bench-didcomm
+.PHONY: install serve test lint unit engine-redis7 interop-install interop bench bench-didcomm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -34,6 +34,16 @@ engine-redis7: install
 	else \
 		echo "skipping the Redis 7 engine run: $(DEBIAN_REDIS) is missing"; \
 	fi
+
+# The real wallets the interop tests drive (tests/interop): Credo in Node.js and ACA-Py in a
+# Python 3.13 environment, installed once into ~/.cache/mediator-interop and kept there. The
+# tests install them themselves when missing; this target only warms the cache up front.
+interop-install:
+	interop/install-credo.sh
+	interop/install-acapy.sh
+
+interop: install interop-install
+	$(PY) -m pytest -m interop
 
 test: lint unit engine-redis7
 

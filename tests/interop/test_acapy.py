@@ -1,0 +1,127 @@
+"""ACA-Py 1.7, unmodified, started with `--mediator-invitation` pointing at our invitation:
+it connects (DID Exchange), is granted mediation and registers its keys; then a Credo agent
+connects to it through us and sends it basic messages, which we push to ACA-Py's own
+endpoint (it speaks no pickup protocol). Also across two nodes sharing one Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import redis
+
+from mediator.didcomm.invitation import invitation_url
+from mediator.didcomm.keys import did_key_to_verkey
+from mediator.embedded import free_port
+from mediator.engine import keys
+from tests.interop.acapy import AcaPyAgent, acapy_install_dir
+from tests.interop.credo import CredoAgent, credo_install_dir
+from tests.servers import Node
+
+pytestmark = pytest.mark.interop
+
+N = 5
+
+
+@pytest.fixture(scope="module")
+def installed() -> None:
+    credo_install_dir()
+    acapy_install_dir()
+
+
+@pytest.fixture(scope="module")
+def mediator(redis_url: str, installed: None) -> Iterator[Node]:
+    node = Node(redis_url)
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def two_nodes(redis_url: str, installed: None) -> Iterator[tuple[Node, Node]]:
+    """Two nodes on one Redis, both configured with B's public endpoint (as behind a load
+    balancer); the test hands ACA-Py an invitation naming A, as if the balancer had sent its
+    first request there. Its handshake is answered (and the response pushed) by A; its
+    mediation, its keys and the senders' forwards go to B."""
+    a, b = Node(redis_url), Node(redis_url)
+    for node in (a, b):
+        node.env["MEDIATOR_ENDPOINT"] = b.base
+    a.start()
+    b.start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+async def _invitation_url(node: Node, endpoint: str | None = None) -> str:
+    """The node's invitation, its service endpoint replaced by `endpoint` when given."""
+    async with httpx.AsyncClient(base_url=node.base) as client:
+        answer = (await client.get("/invitation")).json()
+    if endpoint is None:
+        return str(answer["invitation_url"])
+    oob = answer["invitation"]
+    oob["services"][0]["serviceEndpoint"] = endpoint
+    return invitation_url(endpoint, oob)
+
+
+@pytest.fixture
+async def cleanup() -> AsyncIterator[list[AcaPyAgent | CredoAgent]]:
+    started: list[AcaPyAgent | CredoAgent] = []
+    yield started
+    await asyncio.gather(*(agent.stop() for agent in started))
+
+
+async def _messages_reach_acapy(
+    url: str, grant_endpoint: str, cleanup: list[AcaPyAgent | CredoAgent], label: str
+) -> tuple[AcaPyAgent, list[str]]:
+    acapy = AcaPyAgent(label, mediator_invitation_url=url)
+    sender = CredoAgent(f"{label}-sender", inbound_port=free_port())
+    cleanup += [acapy, sender]
+    await asyncio.gather(acapy.start(), sender.start())
+    grant = await acapy.wait_mediation_granted()
+    assert grant["endpoint"].rstrip("/") == grant_endpoint
+    invitation = await acapy.create_invitation()
+    connection = await sender.receive_invitation(invitation)
+    sent = [f"{label} message {i}" for i in range(N)]
+    for text in sent:
+        await sender.send(connection, text)
+    await acapy.wait_for_messages(N, timeout=60)
+    await asyncio.sleep(1)  # time for a duplicate to show, were one coming
+    return acapy, sent
+
+
+async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
+    mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], redis_url: str
+) -> None:
+    url = await _invitation_url(mediator)
+    acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, "acapy")
+    assert sorted(acapy.basic_messages()) == sorted(sent), acapy.log_tail()
+    # The keys ACA-Py registered are routed here, to one connection: its own.
+    records = (await acapy.get("/mediation/keylists"))["results"]
+    assert records, acapy.log_tail()
+    routes = redis.Redis.from_url(redis_url)
+    owners = {routes.get(keys.route(did_key_to_verkey(r["recipient_key"]))) for r in records}
+    routes.close()
+    assert len(owners) == 1 and None not in owners
+    async with httpx.AsyncClient() as client:
+        metrics = (await client.get(mediator.base + "/metrics")).text
+    delivered = [
+        line for line in metrics.splitlines() if line.startswith("mediator_didcomm_pushes_total")
+    ]
+    assert any('outcome="delivered"' in line and float(line.split()[-1]) >= N for line in delivered)
+
+
+async def test_acapy_across_two_nodes(
+    two_nodes: tuple[Node, Node], cleanup: list[AcaPyAgent | CredoAgent]
+) -> None:
+    a, b = two_nodes
+    url = await _invitation_url(a, endpoint=a.base)
+    acapy, sent = await _messages_reach_acapy(url, b.base, cleanup, "acapy2n")
+    assert sorted(acapy.basic_messages()) == sorted(sent), acapy.log_tail()
+    async with httpx.AsyncClient() as client:
+        requests_a = (await client.get(a.base + "/metrics")).text
+        requests_b = (await client.get(b.base + "/metrics")).text
+    assert 'type="didexchange/1/request"' in requests_a
+    assert 'type="routing/1/forward"' in requests_b and 'type="routing/1/forward"' not in requests_a
