@@ -67,7 +67,9 @@ async function main() {
   if (options.mediatorInvitationUrl) {
     modules.mediationRecipient = new MediationRecipientModule({
       mediatorInvitationUrl: options.mediatorInvitationUrl,
-      mediatorPickupStrategy: MediatorPickupStrategy[options.pickup || 'PickUpV2'],
+      // "auto": no strategy, so Credo asks Discover Features which pickup protocol we speak.
+      mediatorPickupStrategy:
+        options.pickup === 'auto' ? undefined : MediatorPickupStrategy[options.pickup || 'PickUpV2'],
       mediatorPollingInterval: options.pollingMs || 500,
     })
   }

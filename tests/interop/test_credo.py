@@ -80,6 +80,16 @@ async def test_credo_recipient_gets_every_message(
     assert grant["state"] == "granted" and grant["endpoint"] == mediator.base
 
 
+async def test_credo_without_a_strategy_discovers_pickup_2_0(
+    mediator: Node, agents: list[CredoAgent]
+) -> None:
+    url = await invitation_url(mediator)
+    recipient, sent = await _exchange_messages(url, "auto", agents, "auto")
+    assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
+    # It asked Discover Features and chose Pickup 2.0 from our answer.
+    assert (await recipient.mediation())["pickup"] == "PickUpV2"
+
+
 async def test_credo_connects_with_the_legacy_connections_invitation(
     mediator: Node, agents: list[CredoAgent]
 ) -> None:
