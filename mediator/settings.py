@@ -165,6 +165,13 @@ class Settings:
         default=7 * 86400,
         metadata=_opt("How long a single-use invitation stays usable."),
     )
+    unmediated_connection_seconds: int = field(
+        default=86400,
+        metadata=_opt(
+            "How long a connection that has not been granted mediation is kept (handshakes "
+            "cost nothing to start, so their records must not pile up); a grant keeps it.",
+        ),
+    )
     allow_plaintext: bool = field(
         default=False,
         metadata=_opt(

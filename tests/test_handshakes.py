@@ -438,3 +438,22 @@ async def test_envelope_for_nobody_here_is_refused(dc_node: Node) -> None:
     async with httpx.AsyncClient(base_url=dc_node.base) as client:
         answer = await client.post("/", content=data, headers=ENVELOPE)
     assert answer.status_code == 400 and answer.json()["code"] == "unreadable-envelope"
+
+
+async def test_connections_without_mediation_expire_and_a_grant_keeps_them(
+    dc_node: Node, med: str, redis_url: str
+) -> None:
+    import redis as sync_redis
+
+    from mediator.engine import keys
+
+    r = sync_redis.Redis.from_url(redis_url)
+    wallet = await _peer(dc_node, med)
+    await wallet.exchange()
+    record = keys.connection_keys(wallet.verkey).record
+    ours = keys.our_key(wallet.mediator)
+    assert 0 < r.ttl(record) <= 86400 and 0 < r.ttl(ours) <= 86400
+    await wallet.mediate_request()
+    assert r.ttl(record) == -1 and r.ttl(ours) == -1  # kept for good
+    r.close()
+    await wallet.close()

@@ -71,10 +71,11 @@ class HandshakeBook:
         self.redis = redis
         self.scripts = Scripts(redis)
 
-    async def record(self, handshake: Handshake, ours: str, now_ms: int) -> bool:
-        """Store a connection in the `responded` state, with `ours`, our key on it; False
-        when its key is taken. The key map is written first: alone, it is harmless."""
-        await self.redis.set(keys.our_key(ours), handshake.verkey)
+    async def record(self, handshake: Handshake, ours: str, now_ms: int, ttl: int) -> bool:
+        """Store a connection in the `responded` state, with `ours`, our key on it, for `ttl`
+        seconds unless mediation is granted (`keep`); False when its key is taken. The key
+        map is written first: alone, it is harmless."""
+        await self.redis.set(keys.our_key(ours), handshake.verkey, ex=ttl)
         fields = {
             "ok": ours,
             "hs": RESPONDED,
@@ -87,9 +88,19 @@ class HandshakeBook:
         }
         flat = [item for pair in fields.items() for item in pair]
         created = await self.scripts.call(
-            "connection_create", [keys.connection_keys(handshake.verkey).record], [now_ms, *flat]
+            "connection_create",
+            [keys.connection_keys(handshake.verkey).record],
+            [now_ms, ttl, *flat],
         )
         return bool(int(created))
+
+    async def keep(self, verkey: str) -> None:
+        """Keep a connection for good (it was granted mediation)."""
+        record = keys.connection_keys(verkey).record
+        ours = await self.redis.hget(record, "ok")
+        await self.redis.persist(record)
+        if ours is not None:
+            await self.redis.persist(keys.our_key(_text(ours)))
 
     async def peers_of(self, ours: list[str]) -> dict[str, str]:
         """Which connections (peer verkeys) our keys `ours` belong to, where known."""

@@ -38,6 +38,7 @@ async def mediate_request(ctx: Context) -> None:
         return
     await ctx.services.mailbox.open(connection.verkey)
     await ctx.services.store.set_state(connection.verkey, GRANTED, now)
+    await ctx.services.handshakes.keep(connection.verkey)
     ctx.reply(
         "mediate-grant",
         {

@@ -143,7 +143,8 @@ async def record(
     )
     ours = ctx.services.keys_for(their_key).verkey_b58
     now_ms = await ctx.services.mailbox.now_ms()
-    if not await ctx.services.handshakes.record(handshake, ours, now_ms):
+    ttl = ctx.settings.unmediated_connection_seconds
+    if not await ctx.services.handshakes.record(handshake, ours, now_ms, ttl):
         raise ProblemReport(NOT_ACCEPTED, "a connection with this key exists already")
     log.info("connection %s made by %s (%s)", their_key[:8], protocol, handshake.label[:40])
     return handshake
