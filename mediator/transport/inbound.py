@@ -90,9 +90,10 @@ class Pipeline:
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
         self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
 
-    def _identity_key(self, kid: str) -> KeyPair | None:
+    def _known_key(self, kid: str) -> KeyPair | None:
+        """The cluster's key, or our key on a connection this node has met."""
         identity = self.services.identity
-        return identity if kid == identity.verkey_b58 else None
+        return identity if kid == identity.verkey_b58 else self._ours.get(kid)
 
     async def _other_keys(self, data: Any) -> dict[str, KeyPair]:
         """Keys besides the cluster's that may open `data`: our key on a connection, or an
@@ -101,10 +102,8 @@ class Pipeline:
             kids = [k for k in envelope.recipient_kids(data)[:8] if isinstance(k, str)]
         except EnvelopeError:
             return {}
-        held = {kid: self._ours[kid] for kid in kids if kid in self._ours}
-        if held:
-            return held
         kids = [k for k in kids if 40 <= len(k) <= 48]
+        held: dict[str, KeyPair] = {}
         handshakes = self.services.handshakes
         for ours, peer in (await handshakes.peers_of(kids)).items():
             keypair = self.services.keys_for(peer)
@@ -212,7 +211,7 @@ class Pipeline:
             return data, None, None
         try:
             try:
-                unpacked = envelope.unpack(data, self._identity_key)
+                unpacked = envelope.unpack(data, self._known_key)
             except NotAddressedHere:  # our key on a connection, or a single-use invitation's
                 unpacked = envelope.unpack(data, (await self._other_keys(data)).get)
         except EnvelopeError as exc:
