@@ -207,3 +207,30 @@ def _bodies(delivery: dict[str, Any]) -> list[bytes]:
     from mediator.client import delivered
 
     return [body for _, body in delivered(delivery)]
+
+
+async def test_a_push_another_node_began_is_retried_by_a_worker_after_it_dies(
+    dc_node: Node, med: str, endpoint: Endpoint, redis_url: str
+) -> None:
+    """Node X (no worker) fails to push and dies; the worker of another node retries."""
+    x = Node(
+        redis_url,
+        MEDIATOR_IN_PROCESS_WORKER="false",
+        MEDIATOR_PUSH_RETRY_MIN_SECONDS="0.5",
+        MEDIATOR_PUSH_RETRY_MAX_SECONDS="1",
+    )
+    await asyncio.to_thread(x.start)
+    try:
+        wallet = await _wallet_with_endpoint(x, med, endpoint)
+        endpoint.status = 503
+        await wallet.mediate_request()
+        key = await wallet.register_key()
+        await Sender(med).send_to(key, {"n": "survivor"}, x.base)
+        await until(lambda: endpoint.refused >= 1, timeout=10)
+        x.kill()  # SIGKILL: the retry it scheduled is all that is left of its push
+        endpoint.status = 200
+        await until(lambda: len(endpoint.received) == 1, timeout=15)
+        assert opened(wallet, endpoint.received[0])["n"] == "survivor"
+        await wallet.close()
+    finally:
+        x.stop()
