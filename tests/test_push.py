@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,23 +18,20 @@ from mediator.client import Recipient, Sender
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
 from tests.didcomm_peer import Peer
+from tests.local_server import LocalServer
 from tests.servers import Node
 
 
-class Endpoint:
+class Endpoint(LocalServer):
     """An agent's inbound HTTP endpoint: records what it is posted, answers `status`."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
         self.received: list[bytes] = []
         self.refused = 0
         self.status = 200
         self.content_types: set[str] = set()
-        app = Starlette(routes=[Route("/", self._post, methods=["POST"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.task: asyncio.Task[None] | None = None
+        super().__init__(Starlette(routes=[Route("/", self._post, methods=["POST"])]))
+        self.url += "/"
 
     async def _post(self, request: Request) -> Response:
         body = await request.body()
@@ -45,16 +41,6 @@ class Endpoint:
             return Response(status_code=self.status)
         self.received.append(body)
         return Response(status_code=self.status)
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self.server.serve())
-        while not self.server.started:  # noqa: ASYNC110 (uvicorn offers no event for it)
-            await asyncio.sleep(0.01)
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        if self.task is not None:
-            await self.task
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import subprocess
 import tempfile
@@ -14,63 +13,36 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from mediator.embedded import free_port
+from tests.interop.installs import installed
+from tests.local_server import LocalServer
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-@functools.cache
 def acapy_install_dir() -> Path:
-    """Install ACA-Py (cached between runs; see interop/install-acapy.sh) and return where."""
-    done = subprocess.run(
-        [str(ROOT / "interop" / "install-acapy.sh")],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"installing ACA-Py failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return installed("acapy")
 
 
 class AcaPyError(Exception):
     pass
 
 
-class Webhooks:
+class Webhooks(LocalServer):
     """Where ACA-Py posts its events (`/topic/<topic>/`)."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.changed = asyncio.Event()
-        app = Starlette(routes=[Route("/topic/{topic}/", self._take, methods=["POST"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.task: asyncio.Task[None] | None = None
+        super().__init__(Starlette(routes=[Route("/topic/{topic}/", self._take, methods=["POST"])]))
 
     async def _take(self, request: Request) -> Response:
         self.events.append((request.path_params["topic"], await request.json()))
         self.changed.set()
         return Response(status_code=200)
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self.server.serve())
-        while not self.server.started:  # noqa: ASYNC110 (uvicorn offers no event for it)
-            await asyncio.sleep(0.01)
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        if self.task is not None:
-            await self.task
 
 
 class AcaPyAgent:

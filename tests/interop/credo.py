@@ -5,31 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.interop.installs import ROOT, installed
+
 AGENT = ROOT / "interop" / "credo" / "agent.js"
 
 
-@functools.cache
 def credo_install_dir() -> Path:
-    """Install Credo (cached between runs; see interop/install-credo.sh) and return where."""
-    done = subprocess.run(
-        [str(ROOT / "interop" / "install-credo.sh")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"installing Credo failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return installed("credo")
 
 
 class CredoError(Exception):

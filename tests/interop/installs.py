@@ -1,0 +1,25 @@
+"""The interop peers' installers (interop/install-*.sh), run once per test session: each
+installs into ~/.cache/mediator-interop on first use and answers at once afterwards."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def installed(peer: str) -> Path:
+    """Run interop/install-<peer>.sh and return the folder it installed into."""
+    done = subprocess.run(
+        [str(ROOT / "interop" / f"install-{peer}.sh")],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"installing {peer} failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
