@@ -77,8 +77,8 @@ def check_parent(ctx: Context, invitation: Inviter) -> None:
 
 def request_doc(did: Any, attach: Any, *, inline: Any = None) -> PeerDoc:
     """The requester's DID document: from a did:peer:2 or long did:peer:4 itself, or from the
-    attachment (did:peer:1, unqualified DIDs), whose signatures must verify by a key of the
-    document. did:peer:1 and unqualified DIDs need a signed attachment or `inline` document
+    attachment (did:peer:1, short did:peer:4, unqualified DIDs), which must be signed by a
+    key of the document. did:peer:1 and unqualified DIDs need a signed attachment or `inline` document
     (connections 1.0 carries it inside the signed-by-envelope request)."""
     if not isinstance(did, str) or not did or len(did) > 16_384:
         raise DidError("the request needs a did")
@@ -100,7 +100,7 @@ def request_doc(did: Any, attach: Any, *, inline: Any = None) -> PeerDoc:
         source = attached if attached is not None else inline
         if source is None:
             raise DidError(f"{did[:60]!r} cannot be resolved without did_doc~attach")
-        if attached is not None and not signers and algo != 4:
+        if attached is not None and not signers:
             raise DidError("did_doc~attach must be signed (a JWS by the DID's key)")
         if algo == 1:
             did_peer.check_numalgo1(did, payload, source)
