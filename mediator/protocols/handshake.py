@@ -76,10 +76,10 @@ def check_parent(ctx: Context, invitation: Inviter) -> None:
 
 
 def request_doc(did: Any, attach: Any, *, inline: Any = None) -> PeerDoc:
-    """The requester's DID document: from a did:peer:2 or long did:peer:4 itself, or from the
-    attachment (did:peer:1, short did:peer:4, unqualified DIDs), which must be signed by a
-    key of the document. did:peer:1 and unqualified DIDs need a signed attachment or `inline` document
-    (connections 1.0 carries it inside the signed-by-envelope request)."""
+    """The requester's DID document: from a did:peer:2 or long did:peer:4 itself, or else
+    from the attachment (did:peer:1, short did:peer:4, unqualified DIDs), which must be
+    signed by a key of the document, or from `inline` (connections 1.0's DIDDoc, which the
+    request's own envelope vouches for)."""
     if not isinstance(did, str) or not did or len(did) > 16_384:
         raise DidError("the request needs a did")
     payload, signers, attached = b"", set[str](), None
