@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 from collections.abc import AsyncIterator
 
 from redis.exceptions import RedisError
@@ -15,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mediator.cluster.drain import Drain
+from mediator.cluster.presence import Presence
 from mediator.didcomm.identity import load_identity
 from mediator.didcomm.threads import ThreadBook
 from mediator.engine import Engine, keys
@@ -42,6 +46,8 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    if request.app.state.drain.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
     try:
         await asyncio.wait_for(request.app.state.engine.redis.ping(), 2)
     except (RedisError, OSError, TimeoutError) as exc:
@@ -74,6 +80,7 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
 
 def create_app(settings: Settings, redis_url: str) -> Starlette:
     metrics_ = Metrics()
+    drain = Drain(settings.drain_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -83,6 +90,8 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         routes = RouteCache(settings.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
         store = MediationStore(redis, routes)
+        presence = Presence(redis, settings.resolved_node_id, settings.presence_seconds)
+        hub.listen(presence.channel, presence.on_message, presence.reset)
         await hub.start()
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
@@ -100,6 +109,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             handshakes=HandshakeBook(redis),
             endpoints=(settings.public_endpoint, settings.public_ws_endpoint),
             pusher=pusher,
+            presence=presence,
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None
@@ -114,10 +124,15 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                 "a loopback address",
                 settings.host,
             )
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, drain.begin, lambda: _stop_server(app))
         log.info("node ready", extra={"host": settings.host, "port": settings.port})
         try:
             yield
         finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGTERM)
             if worker_task is not None:
                 worker_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -135,10 +150,23 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             Route("/metrics", metrics),
             Route("/openapi.json", openapi_json),
         ],
-        middleware=[Middleware(RequestLog, metrics=metrics_), Middleware(DidcommHttp)],
+        middleware=[
+            Middleware(RequestLog, metrics=metrics_, drain=drain),
+            Middleware(DidcommHttp),
+        ],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,
     )
     app.state.metrics = metrics_
     app.state.settings = settings
+    app.state.drain = drain
     return app
+
+
+def _stop_server(app: Starlette) -> None:
+    """End the server after a drain: the uvicorn server `mediator serve` runs, else SIGINT."""
+    server = getattr(app.state, "server", None)
+    if server is not None:
+        server.should_exit = True
+    else:
+        os.kill(os.getpid(), signal.SIGINT)

@@ -80,18 +80,26 @@ def serve(**options: Any) -> None:
             embedded.start()
             url = embedded.url
         app = create_app(settings, url)
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            loop="uvloop",
-            http="httptools",
-            log_config=None,
-            access_log=False,
-            timeout_graceful_shutdown=10,
-            timeout_keep_alive=75,
-            ws_per_message_deflate=settings.websocket_compression,
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=settings.host,
+                port=settings.port,
+                loop="uvloop",
+                http="httptools",
+                log_config=None,
+                access_log=False,
+                timeout_graceful_shutdown=10,
+                timeout_keep_alive=75,
+                ws_per_message_deflate=settings.websocket_compression,
+                ws_ping_interval=settings.websocket_ping_seconds,
+                ws_ping_timeout=settings.websocket_ping_seconds,
+            )
         )
+        app.state.server = server  # SIGTERM drains first, then stops it (mediator.cluster.drain)
+        server.run()
+        if not server.started:
+            sys.exit(3)  # as uvicorn.run: the application failed to start
     except MediatorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

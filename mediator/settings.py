@@ -230,6 +230,31 @@ class Settings:
         default=300.0,
         metadata=_opt("Longest wait between push retries (messages stay queued meanwhile)."),
     )
+    drain_seconds: float = field(
+        default=25.0,
+        metadata=_opt(
+            "On SIGTERM, how long the node takes to close its WebSockets (code 1012, a few at "
+            "a time) and finish its requests before it exits; /readyz answers 503 meanwhile. "
+            "Keep it under Kubernetes' terminationGracePeriodSeconds.",
+            scope="serve",
+        ),
+    )
+    presence_seconds: float = field(
+        default=15.0,
+        metadata=_opt(
+            "A live socket holds its recipient for this long unless its heartbeat (every "
+            "third of it) renews the hold; a dead node's recipients are free after it.",
+            scope="serve",
+        ),
+    )
+    websocket_ping_seconds: float = field(
+        default=20.0,
+        metadata=_opt(
+            "WebSocket ping interval; a peer that does not answer within as long again is "
+            "taken for dead and its socket closed (its deliveries are offered again).",
+            scope="serve",
+        ),
+    )
     implicit_pickup_delay_seconds: float = field(
         default=0.5,
         metadata=_opt(

@@ -184,6 +184,8 @@ async def test_unreachable_endpoint_does_not_hold_up_the_sender(dc_node: Node, m
         )
         assert answer.status_code == 202
         assert asyncio.get_running_loop().time() - started < 2
+    # Hidden only while a push is being tried; released at once when it fails.
+    await until(lambda: _visible(wallet), timeout=5)
     delivery = await wallet.delivery_request(10)
     assert [opened(wallet, b)["n"] for b in _bodies(delivery)] == [1]
     await wallet.close()

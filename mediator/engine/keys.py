@@ -114,11 +114,20 @@ class ConnectionKeys:
     record: str  # hash: mediation state, times, flags
     keylist: str  # sorted set (scores 0: name order) of the recipient keys it registered
     threads: str  # hash: per-thread sender orders (RFC 0008), with a sliding expiry
+    presence: str  # string "<node>/<socket>" holding its live socket, with a short TTL
 
 
 def connection_keys(verkey: str) -> ConnectionKeys:
     tag = f"{DIDCOMM_PREFIX}:{{c:{verkey}}}"
-    return ConnectionKeys(record=f"{tag}:conn", keylist=f"{tag}:keys", threads=f"{tag}:thr")
+    return ConnectionKeys(
+        record=f"{tag}:conn", keylist=f"{tag}:keys", threads=f"{tag}:thr", presence=f"{tag}:live"
+    )
+
+
+def node_channel(node_id: str) -> str:
+    """Pub/sub channel of one node: "takeover <connection> <socket>" when another socket took
+    over a recipient that one of its sockets held."""
+    return f"{DIDCOMM_PREFIX}:node:{node_id}"
 
 
 ROUTES_CHANNEL = f"{DIDCOMM_PREFIX}:routes"  # "<recipient key>" whose route was removed

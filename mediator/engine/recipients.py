@@ -138,6 +138,18 @@ class RecipientQueues:
         )
         return int(released)
 
+    async def reclaim_inflight(
+        self, ref: QueueRef, visibility_timeout_ms: int, most: int = 100
+    ) -> list[ReceivedMessage]:
+        """Hand out again, with a new deadline, what is handed out and not acknowledged."""
+        qk = keys.queue_keys(ref.qualified)
+        r = await self.scripts.call(
+            "reclaim_inflight",
+            [qk.stream, qk.inflight, qk.receives],
+            [visibility_timeout_ms, most],
+        )
+        return [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(int(r[3]))]
+
 
 def optional_ms(value: Any) -> int | None:
     return None if int(value) < 0 else int(value)

@@ -35,6 +35,8 @@ NAMES = (
     "thread_order",
     "peek",
     "connection_create",
+    "reclaim_inflight",
+    "presence",
 )
 
 

@@ -142,6 +142,18 @@ class Mailbox:
         except QueueNotFound:
             return 0
 
+    async def reclaim(self, connection: str, most: int) -> list[ReceivedMessage]:
+        """Hand out again, with a new delivery deadline, everything handed out and not yet
+        acknowledged: a new live socket took over from one that may be gone."""
+        vt = self.settings.delivery_timeout_seconds * 1000
+        try:
+            messages = await self.engine.reclaim_inflight(queue_of(connection), vt, most)
+        except QueueNotFound:
+            return []
+        if self.metrics is not None and messages:
+            self.metrics.delivered.inc(len(messages))
+        return messages
+
     async def now_ms(self) -> int:
         seconds, micros = await self.engine.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000

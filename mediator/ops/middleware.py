@@ -8,6 +8,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mediator.cluster.drain import Drain
 from mediator.ops.metrics import Metrics
 
 log = logging.getLogger("mediator.access")
@@ -26,9 +27,10 @@ def route_template(method: str, path: str) -> str:
 
 
 class RequestLog:
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, drain: Drain | None = None) -> None:
         self.app = app
         self.metrics = metrics
+        self.drain = drain  # counts the requests being answered, which a drain waits for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,9 +52,13 @@ class RequestLog:
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
             await send(message)
 
+        if self.drain is not None:
+            self.drain.request_started()
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
+            if self.drain is not None:
+                self.drain.request_finished()
             elapsed = time.perf_counter() - start
             method = scope["method"]
             route = route_template(method, scope["path"])

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mediator.cluster.presence import Presence
 from mediator.didcomm.identity import connection_key
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.mediator_did import MediatorDid
@@ -41,6 +42,7 @@ class Services:
     handshakes: HandshakeBook
     endpoints: tuple[str, ...]  # ours, in DID documents: HTTP(S) first, then WS(S)
     pusher: Pusher
+    presence: Presence
 
     def keys_for(self, connection: str) -> KeyPair:
         """Our key on the connection named by the peer's key `connection`."""

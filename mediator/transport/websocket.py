@@ -3,6 +3,11 @@
 Every frame in is one envelope, handled in order. Replies, live `delivery` messages and
 implicitly drained messages share one send lock. When the socket closes, every message it
 carried that was not acknowledged is offered again at once.
+
+A socket delivering live (or draining implicitly) holds its recipient in the presence
+registry, renewed by a heartbeat. A newer socket for the same recipient, on any node, takes
+over: this one stops delivering to it, and the newer one hands out again at once whatever
+was handed out and not acknowledged.
 """
 
 from __future__ import annotations
@@ -10,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 
 import orjson
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from mediator.cluster.drain import SERVICE_RESTART, Drain
 from mediator.didcomm import envelope
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
 from mediator.engine.model import ReceivedMessage
@@ -45,7 +52,11 @@ class WsSession(Session):
         self._live: dict[str, asyncio.Task[None]] = {}
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._unacked: dict[str, set[str]] = {}
+        self._heartbeat: asyncio.Task[None] | None = None
         self.closed = False
+        self.socket_id = uuid.uuid4().hex[:16]
+        self.presence = pipeline.services.presence
+        self.presence.register(self.socket_id, self._taken_over)
 
     # -------------------------------------------------------------- Session API
 
@@ -55,10 +66,11 @@ class WsSession(Session):
     async def start_live(self, connection: str, since_ms: int) -> None:
         if connection in self._live or self.closed:
             return
+        await self.presence.claim(connection, self.socket_id)
         self._live[connection] = asyncio.create_task(
-            self._deliver_loop(connection, self._live_batch(connection, since_ms)),
-            name=f"live-{connection[:8]}",
+            self._live_run(connection, since_ms), name=f"live-{connection[:8]}"
         )
+        self._start_heartbeat()
 
     async def stop_live(self, connection: str) -> None:
         task = self._live.pop(connection, None)
@@ -66,6 +78,7 @@ class WsSession(Session):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            await self.presence.release(connection, self.socket_id)
 
     def offered(self, connection: str, message_ids: list[str]) -> None:
         self._unacked.setdefault(connection, set()).update(message_ids)
@@ -103,9 +116,19 @@ class WsSession(Session):
             self._implicit(connection), name=f"drain-{connection[:8]}"
         )
 
+    async def close_for_drain(self) -> None:
+        """Ask the peer to reconnect elsewhere (1012): the receive loop then ends and
+        `close` gives everything up."""
+        async with self._send_lock:
+            await self.ws.close(code=SERVICE_RESTART)
+
     async def close(self) -> None:
         self.closed = True
+        self.presence.unregister(self.socket_id)
+        held = {*self._live, *self._drains}
         tasks = [*self._live.values(), *self._drains.values()]
+        if self._heartbeat is not None:
+            tasks.append(self._heartbeat)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -113,13 +136,75 @@ class WsSession(Session):
                 await task
         self._live.clear()
         self._drains.clear()
+        for connection in held:
+            with contextlib.suppress(Exception):
+                await self.presence.release(connection, self.socket_id)
         for connection, ids in self._unacked.items():
             if ids:
                 with contextlib.suppress(Exception):
                     await self.services.mailbox.release(connection, sorted(ids))
         self._unacked.clear()
 
+    # ----------------------------------------------------------- presence
+
+    async def _taken_over(self, connection: str) -> None:
+        """A newer socket holds `connection` now: stop delivering to it here. What this
+        socket carried unacknowledged is the newer socket's to offer again, so it is not
+        released (that would offer it twice)."""
+        for tasks in (self._live, self._drains):
+            task = tasks.pop(connection, None)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._unacked.pop(connection, None)
+        log.info("live delivery taken over by another socket", extra={"connection": connection[:8]})
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.create_task(self._beat(), name="presence-heartbeat")
+
+    async def _beat(self) -> None:
+        """Renew the hold on every recipient this socket delivers to; one another socket
+        took meanwhile (its takeover message lost) is given up here."""
+        interval = self.services.settings.presence_seconds / 3
+        while not self.closed and (self._live or self._drains):
+            await asyncio.sleep(interval)
+            for connection in [*self._live, *self._drains]:
+                try:
+                    held = await self.presence.refresh(connection, self.socket_id)
+                except (RedisError, OSError) as exc:
+                    log.warning("presence heartbeat failed: %s", exc)
+                    continue
+                if not held:
+                    await self._taken_over(connection)
+
     # ----------------------------------------------------------- delivery loops
+
+    async def _live_run(self, connection: str, since_ms: int) -> None:
+        """Offer again what was handed out and not acknowledged (by an older socket, which
+        may be gone with its node), then deliver what arrives."""
+        try:
+            reclaimed = await self.services.mailbox.reclaim(connection, 1000)
+            for i in range(0, len(reclaimed), LIVE_BATCH):
+                await self._send_delivery(connection, reclaimed[i : i + LIVE_BATCH])
+        except SocketClosed:
+            return
+        except (RedisError, OSError) as exc:
+            log.warning("re-offering after a takeover failed: %s", exc)
+        await self._deliver_loop(connection, self._live_batch(connection, since_ms))
+
+    async def _send_delivery(self, connection: str, messages: list[ReceivedMessage]) -> None:
+        self.offered(connection, [m.message_id for m in messages])
+        delivery = {
+            "@type": f"{DIDCOMM_ORG}messagepickup/2.0/delivery",
+            "@id": new_id(),
+            "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages],
+        }
+        packed = envelope.pack(
+            orjson.dumps(delivery), [connection], self.services.keys_for(connection)
+        )
+        await self.carry(Outgoing(packed))  # deleted only on messages-received
 
     def _live_batch(
         self, connection: str, since_ms: int
@@ -129,19 +214,7 @@ class WsSession(Session):
                 connection, LIVE_BATCH, since_ms=since_ms, wait_marker_ms=marker_ms
             )
             if messages:
-                ids = [m.message_id for m in messages]
-                self.offered(connection, ids)
-                delivery = {
-                    "@type": f"{DIDCOMM_ORG}messagepickup/2.0/delivery",
-                    "@id": new_id(),
-                    "~attach": [
-                        {"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages
-                    ],
-                }
-                packed = envelope.pack(
-                    orjson.dumps(delivery), [connection], self.services.keys_for(connection)
-                )
-                await self.carry(Outgoing(packed))  # deleted only on messages-received
+                await self._send_delivery(connection, messages)
             return messages, due, now
 
         return batch
@@ -150,6 +223,8 @@ class WsSession(Session):
         await asyncio.sleep(self.services.settings.implicit_pickup_delay_seconds)
         if self.explicit_pickup:
             return
+        await self.presence.claim(connection, self.socket_id)
+        self._start_heartbeat()
         mailbox = self.services.mailbox
 
         async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
@@ -208,9 +283,14 @@ class WsSession(Session):
 
 async def didcomm_websocket(websocket: WebSocket) -> None:
     pipeline: Pipeline = websocket.app.state.didcomm
+    drain: Drain = websocket.app.state.drain
     limit = pipeline.services.settings.max_envelope_bytes
     await websocket.accept()
+    if drain.draining:  # this node is going away: reconnect elsewhere
+        await websocket.close(code=SERVICE_RESTART)
+        return
     session = WsSession(websocket, pipeline)
+    drain.sockets.add(session)
     gauge = pipeline.metrics.websockets if pipeline.metrics is not None else None
     if gauge is not None:
         gauge.inc()
@@ -241,6 +321,7 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
     except (WebSocketDisconnect, SocketClosed):
         pass
     finally:
+        drain.sockets.discard(session)
         if gauge is not None:
             gauge.dec()
         await session.close()

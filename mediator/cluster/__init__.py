@@ -1,0 +1,1 @@
+"""What makes nodes a cluster beyond the shared queues: who holds which live socket."""

@@ -1,0 +1,20 @@
+-- presence: who holds a recipient's live socket, as "<node>/<socket>" with a short TTL.
+-- KEYS[1] the connection's presence key
+-- ARGV[1] 'claim', 'refresh' or 'release'  ARGV[2] owner  ARGV[3] ttl (ms)
+-- claim: take it (a second socket takes over); returns the previous owner, or '' if none.
+-- refresh: extend it if still ours; returns 1, or 0 when another owner took it over.
+-- release: delete it if still ours (compare-and-delete); returns 1 or 0.
+local key, op, me = KEYS[1], ARGV[1], ARGV[2]
+local holder = redis.call('GET', key)
+if op == 'claim' then
+  redis.call('SET', key, me, 'PX', tonumber(ARGV[3]))
+  if holder and holder ~= me then return holder end
+  return ''
+end
+if holder ~= me then return 0 end
+if op == 'refresh' then
+  redis.call('PEXPIRE', key, tonumber(ARGV[3]))
+else
+  redis.call('DEL', key)
+end
+return 1

@@ -1,0 +1,130 @@
+"""Live delivery across nodes: the presence registry, a second socket taking over from the
+first (on another node), and a node killed with deliveries in flight. Real node processes
+with the production delivery deadline (30 s), so every re-offer seen here is a takeover's,
+not a deadline's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from mediator.client import Recipient, attachments, message
+from mediator.engine import keys
+from tests.didcomm_peer import Peer, forward, mediator_key
+from tests.servers import Node
+
+LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+
+
+@pytest.fixture(scope="module")
+def pair(redis_url: str) -> Iterator[tuple[Node, Node]]:
+    nodes = (
+        Node(redis_url, MEDIATOR_PRESENCE_SECONDS="3"),
+        Node(redis_url, MEDIATOR_PRESENCE_SECONDS="3", MEDIATOR_IN_PROCESS_WORKER="false"),
+    )
+    for node in nodes:
+        node.start()
+    yield nodes
+    for node in nodes:
+        node.stop()
+
+
+async def _live_peer(node: Node, med: str, like: Recipient | None = None) -> Peer:
+    """A WebSocket recipient of `node` in live mode: a new connection granted mediation with
+    a registered key (`recipient_keys`), or `like`'s connection again."""
+    peer = Peer(node.base, med, "ws")
+    await peer.connect()
+    if like is None:
+        await peer.exchange()
+        await peer.mediate()
+    else:
+        peer.keys, peer.mediator = like.keys, like.mediator
+        peer.recipient_keys = like.recipient_keys
+    status = await peer.send(dict(LIVE, **{"@id": Recipient.new_id()}))
+    assert status is not None and status["live_delivery"] is True
+    return peer
+
+
+def _ids(delivery: dict) -> list[str]:  # type: ignore[type-arg]
+    return [i for i, _ in attachments(delivery)]
+
+
+async def test_a_second_socket_on_another_node_takes_over(
+    pair: tuple[Node, Node], redis_url: str
+) -> None:
+    a, b = pair
+    med = await mediator_key(a.base)
+    first = await _live_peer(a, med)
+    [key] = first.recipient_keys
+    r = redis.Redis.from_url(redis_url)
+    holder = r.get(keys.connection_keys(first.verkey).presence)
+    assert holder is not None and b"/" in holder  # "<node>/<socket>"
+
+    await forward(b.base, med, key, {"n": 1})  # sent through the other node
+    one = await first.next_message()
+    assert [first.open(b_) for _, b_ in attachments(one)] == [{"n": 1}]
+
+    second = await _live_peer(b, med, like=first)  # same connection, node B, not acked yet
+    again = await second.next_message(wait=5)  # offered again at once, not after 30 s
+    assert _ids(again) == _ids(one)
+    assert r.get(keys.connection_keys(first.verkey).presence) != holder
+
+    await forward(a.base, med, key, {"n": 2})
+    two = await second.next_message()
+    assert [second.open(b_) for _, b_ in attachments(two)] == [{"n": 2}]
+    assert await first.no_frame(1.0)  # the first socket delivers no more
+    await second.ack(_ids(again) + _ids(two))
+    assert (await second.status())["message_count"] == 0
+    r.close()
+    await first.close()
+    await second.close()
+
+
+async def test_a_socket_that_closes_gives_up_its_hold(
+    pair: tuple[Node, Node], redis_url: str
+) -> None:
+    a, _ = pair
+    med = await mediator_key(a.base)
+    peer = await _live_peer(a, med)
+    r = redis.Redis.from_url(redis_url)
+    presence = keys.connection_keys(peer.verkey).presence
+    assert r.get(presence) is not None
+    await asyncio.sleep(1.5)  # past a heartbeat (every third of 3 s): still held
+    assert r.pttl(presence) > 1500
+    await peer.close()
+    for _ in range(50):
+        if r.get(presence) is None:
+            break
+        await asyncio.sleep(0.05)
+    assert r.get(presence) is None
+    r.close()
+
+
+async def test_deliveries_of_a_killed_node_are_offered_at_once_on_reconnect(
+    pair: tuple[Node, Node], redis_url: str
+) -> None:
+    _, b = pair
+    doomed = Node(redis_url, MEDIATOR_IN_PROCESS_WORKER="false")
+    await asyncio.to_thread(doomed.start)
+    try:
+        med = await mediator_key(doomed.base)
+        first = await _live_peer(doomed, med)
+        [key] = first.recipient_keys
+        await forward(b.base, med, key, {"n": "in flight"})
+        carried = await first.next_message()
+        doomed.kill()  # SIGKILL with the delivery unacknowledged
+        await first.close()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        second = await _live_peer(b, med, like=first)
+        again = await second.next_message(wait=5)
+        assert _ids(again) == _ids(carried)
+        assert loop.time() - started < 5  # not the 30 s deadline
+        assert [second.open(b_) for _, b_ in attachments(again)] == [{"n": "in flight"}]
+        await second.ack(_ids(again))
+        await second.close()
+    finally:
+        doomed.stop()
