@@ -1,0 +1,268 @@
+"""Chaos soak: several nodes, many live recipients, thousands of forwards, and a random node
+killed (SIGKILL) and restarted every few seconds. Prints what was sent, delivered,
+duplicated and lost; exits 1 when anything was lost.
+
+    python -m tests.soak.chaos --help
+    python -m tests.soak.chaos --recipients 300 --messages 5000 --kill-every 4
+
+Recipients behave as Credo in live mode does: a WebSocket in live mode on a random node,
+every delivery acknowledged; when the socket drops, a reconnect to a live node, a pickup
+round (`delivery-request` until empty) and live mode again. A forward counts as sent once a
+node answered it 202 ("accepted"); one whose node died before answering is sent again
+elsewhere (it may then arrive twice, as a duplicate with another id: counted apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+
+from mediator.client import ClientError, Recipient, attachments, message
+from tests.didcomm_peer import Peer, mediator_key
+from tests.servers import Node, RedisUnderTest
+
+LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+
+
+@dataclass
+class Tally:
+    sent: set[str] = field(default_factory=set)  # content ids answered 202
+    resent: int = 0  # forwards sent again after their node died unanswered
+    delivered: Counter[str] = field(default_factory=Counter)  # content id -> times seen
+    reoffers: int = 0  # the same message id offered again (takeover, deadline)
+    reconnects: int = 0
+    kills: int = 0
+
+
+class Cluster:
+    def __init__(self, redis_url: str, size: int) -> None:
+        self.redis_url = redis_url
+        self.nodes = [self._node() for _ in range(size)]
+
+    def _node(self) -> Node:
+        return Node(
+            self.redis_url,
+            MEDIATOR_PRESENCE_SECONDS="3",
+            MEDIATOR_DELIVERY_TIMEOUT_SECONDS="5",
+            MEDIATOR_WORKER_TICK_SECONDS="0.5",
+        )
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+
+    def live(self) -> list[Node]:
+        return [n for n in self.nodes if n.alive()]
+
+    def any_base(self) -> str:
+        return random.choice(self.live() or self.nodes).base
+
+    async def kill_and_restart(self) -> None:
+        victim = random.randrange(len(self.nodes))
+        self.nodes[victim].kill()
+        await asyncio.sleep(0.5)
+        fresh = self._node()
+        await asyncio.to_thread(fresh.start)
+        self.nodes[victim] = fresh
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+class Wallet:
+    """One live recipient that survives its node's death."""
+
+    def __init__(self, cluster: Cluster, med: str, tally: Tally) -> None:
+        self.cluster, self.med, self.tally = cluster, med, tally
+        self.peer: Peer | None = None
+        self.key = ""
+        self.offered: set[str] = set()
+        self.stopping = False
+
+    async def setup(self) -> None:
+        peer = Peer(self.cluster.any_base(), self.med, "ws")
+        await peer.connect()
+        await peer.exchange()
+        self.key = await peer.mediate()
+        await peer.send(dict(LIVE, **{"@id": Recipient.new_id()}))
+        self.peer = peer
+
+    def _take(self, peer: Peer, delivery: dict) -> list[str]:  # type: ignore[type-arg]
+        ids = []
+        for mid, body in attachments(delivery):
+            if mid in self.offered:
+                self.tally.reoffers += 1
+            self.offered.add(mid)
+            ids.append(mid)
+            self.tally.delivered[peer.open(body)["id"]] += 1
+        return ids
+
+    async def run(self) -> None:
+        while not self.stopping:
+            peer = self.peer
+            assert peer is not None
+            try:
+                delivery = await peer.next_message(wait=1.0)
+                ids = self._take(peer, delivery)
+                if ids:
+                    await peer.ack(ids)
+            except TimeoutError:
+                continue
+            except (ClientError, OSError, ConnectionError):
+                await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        old = self.peer
+        assert old is not None
+        self.tally.reconnects += 1
+        with contextlib.suppress(Exception):
+            await old.close()
+        while not self.stopping:
+            peer = Peer(self.cluster.any_base(), self.med, "ws")
+            peer.keys, peer.mediator = old.keys, old.mediator
+            peer.recipient_keys = old.recipient_keys
+            try:
+                await peer.connect()
+                await self._pickup_round(peer)
+                await peer.send(dict(LIVE, **{"@id": Recipient.new_id()}))
+                self.peer = peer
+                return
+            except (ClientError, OSError, ConnectionError, TimeoutError):
+                with contextlib.suppress(Exception):
+                    await peer.close()
+                await asyncio.sleep(0.3)
+
+    async def _pickup_round(self, peer: Peer) -> None:
+        while True:
+            ids = self._take(peer, await peer.deliver())
+            if not ids:
+                return
+            await peer.ack(ids)
+
+    async def finish(self) -> None:
+        """A last pickup round, as a wallet's next poll would."""
+        self.stopping = True
+        peer = self.peer
+        if peer is None:
+            return
+        with contextlib.suppress(Exception):
+            await self._pickup_round(peer)
+        with contextlib.suppress(Exception):
+            await peer.close()
+
+
+async def send_all(
+    cluster: Cluster, med: str, wallets: list[Wallet], count: int, rate: float, tally: Tally
+) -> None:
+    from mediator.client import Sender
+
+    sender = Sender(med)
+    async with httpx.AsyncClient(timeout=5) as client:
+        for n in range(count):
+            wallet = random.choice(wallets)
+            content_id = f"m{n}"
+            data = sender.wrap(wallet.key, {"id": content_id})
+            for attempt in range(50):
+                try:
+                    answer = await client.post(
+                        cluster.any_base() + "/",
+                        content=data,
+                        headers={"content-type": "application/didcomm-envelope-enc"},
+                    )
+                except httpx.HTTPError:  # its node died: perhaps after accepting it
+                    if attempt == 0:
+                        tally.resent += 1
+                    await asyncio.sleep(0.1)
+                    continue
+                if answer.status_code == 202:
+                    tally.sent.add(content_id)
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1 / rate)
+
+
+async def chaos(cluster: Cluster, every: float, tally: Tally, until: asyncio.Event) -> None:
+    while not until.is_set():
+        try:
+            await asyncio.wait_for(until.wait(), every)
+        except TimeoutError:
+            await cluster.kill_and_restart()
+            tally.kills += 1
+
+
+async def soak(args: argparse.Namespace) -> int:
+    redis = RedisUnderTest()
+    redis.start()
+    cluster = Cluster(redis.url, args.nodes)
+    tally = Tally()
+    started = time.monotonic()
+    try:
+        await asyncio.to_thread(cluster.start)
+        med = await mediator_key(cluster.nodes[0].base)
+        wallets = [Wallet(cluster, med, tally) for _ in range(args.recipients)]
+        for i in range(0, len(wallets), 20):
+            await asyncio.gather(*(w.setup() for w in wallets[i : i + 20]))
+        print(f"[{time.monotonic() - started:6.1f}s] {len(wallets)} recipients live", flush=True)
+        readers = [asyncio.create_task(w.run()) for w in wallets]
+        done = asyncio.Event()
+        chaos_task = asyncio.create_task(chaos(cluster, args.kill_every, tally, done))
+        await send_all(cluster, med, wallets, args.messages, args.rate, tally)
+        done.set()
+        await chaos_task
+        print(
+            f"[{time.monotonic() - started:6.1f}s] sent {len(tally.sent)}, "
+            f"{tally.kills} nodes killed; waiting for the last deliveries",
+            flush=True,
+        )
+        deadline = time.monotonic() + args.settle
+        while time.monotonic() < deadline and not tally.sent <= set(tally.delivered):  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
+        for w in wallets:
+            w.stopping = True
+        for task in readers:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        for i in range(0, len(wallets), 20):
+            await asyncio.gather(*(w.finish() for w in wallets[i : i + 20]))
+    finally:
+        await asyncio.to_thread(cluster.stop)
+        redis.stop()
+    lost = tally.sent - set(tally.delivered)
+    duplicated = sum(c - 1 for c in tally.delivered.values() if c > 1)
+    print(
+        f"sent {len(tally.sent)}  delivered {len(set(tally.delivered) & tally.sent)}  "
+        f"duplicated {duplicated} (re-offers of one id {tally.reoffers}, resent forwards "
+        f"{tally.resent})  lost {len(lost)}  | nodes killed {tally.kills}, reconnects "
+        f"{tally.reconnects}, {time.monotonic() - started:.0f} s"
+    )
+    return 1 if lost else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.soak.chaos", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--nodes", type=int, default=3, help="mediator nodes (default 3)")
+    parser.add_argument("--recipients", type=int, default=300, help="live recipients (300)")
+    parser.add_argument("--messages", type=int, default=5000, help="forwards to send (5000)")
+    parser.add_argument("--rate", type=float, default=200.0, help="forwards per second (200)")
+    parser.add_argument(
+        "--kill-every", type=float, default=4.0, help="seconds between node kills (4)"
+    )
+    parser.add_argument(
+        "--settle", type=float, default=30.0, help="seconds to wait for the last deliveries"
+    )
+    return asyncio.run(soak(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
