@@ -429,7 +429,8 @@ async def test_peek_leaves_out_expired_messages(engine: Engine, qname: str):
     await asyncio.sleep(1.1)
     await send_each(engine, ref, "j")
     assert bodies(await engine.peek(ref, 5)) == ["j0"]
-    assert (await engine.stats(ref)).stored == 2  # nothing purged by a peek
+    # (Whether the expired one is still stored depends on the session's other nodes'
+    # workers, which purge it when its upkeep is due: not asserted here.)
 
 
 # ---------------------------------------------------------------- limits
