@@ -238,3 +238,21 @@ async def test_a_removed_key_stops_routing_on_every_node_at_once(
             answer = await forward(base, med, key, {"after": True})
             assert answer.status_code == 404, base
         assert (await peer.status())["message_count"] == 2
+
+
+async def test_a_message_arriving_between_the_pickup_round_and_live_mode_is_delivered_live(
+    dc_node: Node, med: str
+) -> None:
+    """Credo's order: status (count 0), then live-delivery-change. What arrives in between
+    would otherwise wait for a delivery-request that a live wallet never sends."""
+    async with Peer(dc_node.base, med, "ws") as peer:
+        key = await peer.mediate()
+        assert (await peer.status())["message_count"] == 0  # the pickup round ends here
+        await forward(dc_node.base, med, key, {"between": True})
+        status = await peer.send(
+            message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+        )
+        assert status is not None and status["live_delivery"] is True
+        live = await peer.next_message()
+        assert [peer.open(b) for _, b in attachments(live)] == [{"between": True}]
+        await peer.ack([i for i, _ in attachments(live)])

@@ -80,6 +80,14 @@ class Session:
     def acknowledged(self, connection: str, message_ids: list[str]) -> None:
         return None
 
+    def pickup_seen(self, connection: str, now_ms: int) -> None:
+        """A pickup answer (status or delivery) reflected the queue at `now_ms` (Redis time)."""
+        return None
+
+    def live_since(self, connection: str, now_ms: int) -> int:
+        """From when live mode, turned on at `now_ms`, delivers new messages."""
+        return now_ms
+
 
 @dataclass
 class Reply:

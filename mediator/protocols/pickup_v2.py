@@ -42,6 +42,7 @@ async def _status_reply(
     ctx: Context, connection: str, recipient_key: str | None = None, raw_key: object = None
 ) -> Reply:
     status = await ctx.services.mailbox.status(connection, recipient_key)
+    ctx.session.pickup_seen(connection, status.now_ms)
     body = status_body(
         status,
         live=ctx.session.is_live(connection),
@@ -66,7 +67,10 @@ async def delivery_request(ctx: Context) -> None:
     raw = ctx.message.body.get("recipient_key")
     key = await owned_key(ctx, connection, raw)
     limit = min(limit, ctx.settings.max_delivery_limit)
-    messages, _, _ = await ctx.services.mailbox.deliver(connection.verkey, limit, recipient_key=key)
+    messages, now_ms, _ = await ctx.services.mailbox.deliver(
+        connection.verkey, limit, recipient_key=key
+    )
+    ctx.session.pickup_seen(connection.verkey, now_ms)
     if not messages:
         await _status_reply(ctx, connection.verkey, key, raw)
         return
@@ -105,10 +109,12 @@ async def live_delivery_change(ctx: Context) -> None:
     status = await ctx.services.mailbox.status(connection.verkey)
     session = ctx.session
     # Messages already queued are not pushed ("they must still be requested"): live mode
-    # delivers what arrives from now on, starting once the status has been sent.
+    # delivers what arrives from now on, or since the pickup round this socket began with
+    # (so nothing that arrived during the round waits), starting once the status is sent.
+    since = session.live_since(connection.verkey, status.now_ms)
 
     async def go_live() -> None:
-        await session.start_live(connection.verkey, status.now_ms)
+        await session.start_live(connection.verkey, since)
 
     ctx.reply(
         "status",

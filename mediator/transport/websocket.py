@@ -52,6 +52,7 @@ class WsSession(Session):
         self._live: dict[str, asyncio.Task[None]] = {}
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._unacked: dict[str, set[str]] = {}
+        self._first_pickup: dict[str, int] = {}  # Redis time of the first pickup answer
         self._heartbeat: asyncio.Task[None] | None = None
         self.closed = False
         self.socket_id = uuid.uuid4().hex[:16]
@@ -85,6 +86,16 @@ class WsSession(Session):
 
     def acknowledged(self, connection: str, message_ids: list[str]) -> None:
         self._unacked.get(connection, set()).difference_update(message_ids)
+
+    def pickup_seen(self, connection: str, now_ms: int) -> None:
+        self._first_pickup.setdefault(connection, now_ms)
+
+    def live_since(self, connection: str, now_ms: int) -> int:
+        """Live mode delivers what arrived since this socket's first pickup answer for the
+        connection: a wallet's pickup round (status, delivery-request until empty) and then
+        live-delivery-change leave no gap in which a message waits for a request that will
+        not come."""
+        return min(now_ms, self._first_pickup.get(connection, now_ms))
 
     # --------------------------------------------------------------- transport
 

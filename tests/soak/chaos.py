@@ -149,15 +149,25 @@ class Wallet:
             await peer.ack(ids)
 
     async def finish(self) -> None:
-        """A last pickup round, as a wallet's next poll would."""
+        """A last pickup round over HTTP through a live node, as a wallet's next poll would
+        (the socket may be on a node that is gone)."""
         self.stopping = True
-        peer = self.peer
-        if peer is None:
+        old = self.peer
+        if old is None:
             return
         with contextlib.suppress(Exception):
-            await self._pickup_round(peer)
-        with contextlib.suppress(Exception):
-            await peer.close()
+            await old.close()
+        for _ in range(20):
+            peer = Peer(self.cluster.any_base(), self.med)
+            peer.keys, peer.mediator = old.keys, old.mediator
+            peer.recipient_keys = old.recipient_keys
+            try:
+                await self._pickup_round(peer)
+                return
+            except (ClientError, OSError, ConnectionError, httpx.HTTPError):
+                await asyncio.sleep(0.3)
+            finally:
+                await peer.close()
 
 
 async def send_all(
