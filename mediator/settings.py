@@ -255,6 +255,22 @@ class Settings:
             scope="serve",
         ),
     )
+    websocket_idle_seconds: float = field(
+        default=600.0,
+        metadata=_opt(
+            "A WebSocket that delivers nothing live and has sent no frame for this long is "
+            "closed (code 1000). 0: never.",
+            scope="serve",
+        ),
+    )
+    websocket_max_age_seconds: float = field(
+        default=0.0,
+        metadata=_opt(
+            "A WebSocket open this long is closed with 1012 so its client reconnects, which "
+            "spreads sockets over nodes added since. 0: never.",
+            scope="serve",
+        ),
+    )
     implicit_pickup_delay_seconds: float = field(
         default=0.5,
         metadata=_opt(

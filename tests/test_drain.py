@@ -79,3 +79,30 @@ async def test_sigterm_drains_sockets_and_requests_then_exits(
         await peer.close()
     finally:
         node.stop()
+
+
+async def test_idle_sockets_close_and_old_ones_are_asked_to_reconnect(redis_url: str) -> None:
+    node = Node(
+        redis_url,
+        MEDIATOR_WEBSOCKET_IDLE_SECONDS="1",
+        MEDIATOR_WEBSOCKET_MAX_AGE_SECONDS="3",
+        MEDIATOR_IN_PROCESS_WORKER="false",
+    )
+    await asyncio.to_thread(node.start)
+    try:
+        url = "ws" + node.base[4:] + "/"
+        idle = await websockets.connect(url)
+        await asyncio.wait_for(idle.wait_closed(), 5)
+        assert idle.close_code == 1000  # idle: closed after about a second
+        med = await mediator_key(node.base)
+        peer = Peer(node.base, med, "ws")
+        await peer.connect()
+        await peer.exchange()
+        await peer.mediate()
+        assert (await peer.send(LIVE)) is not None  # live: silence is normal, kept open
+        await asyncio.sleep(1.5)
+        assert peer.ws.connected and not peer.ws._closed.is_set()
+        await asyncio.wait_for(peer.ws._closed.wait(), 5)  # the maximum age (3 s) is up
+        await peer.close()
+    finally:
+        node.stop()

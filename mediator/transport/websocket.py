@@ -29,11 +29,13 @@ from mediator.engine.model import ReceivedMessage
 from mediator.mediation.mailbox import queue_of
 from mediator.protocols.context import Session
 from mediator.protocols.pickup_common import b64
+from mediator.settings import Settings
 from mediator.transport.inbound import Outgoing, Pipeline
 
 log = logging.getLogger(__name__)
 
 LIVE_BATCH = 10  # messages per live `delivery`
+NORMAL_CLOSURE = 1000
 
 
 class SocketClosed(Exception):
@@ -130,8 +132,16 @@ class WsSession(Session):
     async def close_for_drain(self) -> None:
         """Ask the peer to reconnect elsewhere (1012): the receive loop then ends and
         `close` gives everything up."""
+        await self.close_with(SERVICE_RESTART)
+
+    async def close_with(self, code: int) -> None:
         async with self._send_lock:
-            await self.ws.close(code=SERVICE_RESTART)
+            await self.ws.close(code=code)
+
+    @property
+    def delivering(self) -> bool:
+        """Live delivery or an implicit drain runs here: silence from the peer is normal."""
+        return bool(self._live or self._drains)
 
     async def close(self) -> None:
         self.closed = True
@@ -305,9 +315,19 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
     gauge = pipeline.metrics.websockets if pipeline.metrics is not None else None
     if gauge is not None:
         gauge.inc()
+    clock = _SocketClock(pipeline.services.settings)
     try:
         while True:
-            frame = await websocket.receive()
+            try:
+                async with asyncio.timeout(clock.wait(session)):
+                    frame = await websocket.receive()
+            except TimeoutError:
+                code = clock.expired(session)
+                if code is None:
+                    continue
+                await session.close_with(code)
+                break
+            clock.touch()
             if frame["type"] == "websocket.disconnect":
                 break
             data: bytes = frame.get("bytes") or (frame.get("text") or "").encode()
@@ -336,6 +356,38 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
         if gauge is not None:
             gauge.dec()
         await session.close()
+
+
+class _SocketClock:
+    """The idle and maximum-age limits of one socket (settings; 0 turns a limit off)."""
+
+    def __init__(self, settings: Settings) -> None:
+        loop = asyncio.get_running_loop()
+        self.idle = settings.websocket_idle_seconds
+        self.max_age = settings.websocket_max_age_seconds
+        self.opened = self.last = loop.time()
+
+    def touch(self) -> None:
+        self.last = asyncio.get_running_loop().time()
+
+    def wait(self, session: WsSession) -> float | None:
+        """How long the next receive may wait before a limit needs checking (None: ever)."""
+        now = asyncio.get_running_loop().time()
+        waits = []
+        if self.max_age > 0:
+            waits.append(self.opened + self.max_age - now)
+        if self.idle > 0:
+            waits.append(self.last + self.idle - now if not session.delivering else self.idle)
+        return max(0.01, min(waits)) if waits else None
+
+    def expired(self, session: WsSession) -> int | None:
+        """The close code when a limit is reached: 1012 for the age, 1000 for idleness."""
+        now = asyncio.get_running_loop().time()
+        if self.max_age > 0 and now - self.opened >= self.max_age:
+            return SERVICE_RESTART
+        if self.idle > 0 and not session.delivering and now - self.last >= self.idle:
+            return NORMAL_CLOSURE
+        return None
 
 
 async def _error_frame(session: WsSession, code: str, text: str) -> None:
