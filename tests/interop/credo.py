@@ -59,7 +59,8 @@ class CredoAgent:
         )
 
     async def start(self, timeout: float = 90.0) -> dict[str, Any]:  # noqa: ASYNC109
-        env = {**os.environ, "NODE_PATH": str(credo_install_dir() / "node_modules")}
+        home = credo_install_dir()
+        env = {**os.environ, "CREDO_HOME": str(home), "NODE_PATH": str(home / "node_modules")}
         self.proc = await asyncio.create_subprocess_exec(
             "node",
             str(AGENT),
