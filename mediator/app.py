@@ -85,13 +85,14 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         redis = command_client(redis_url)
-        engine = Engine(redis, shards=settings.worker_shards)
-        hub = WakeHub(lambda: subscriber_client(redis_url))
+        channel = keys.node_channel(settings.resolved_node_id)
+        engine = Engine(redis, shards=settings.worker_shards, wake_channel=channel)
+        hub = WakeHub(lambda: subscriber_client(redis_url), channel)
         routes = RouteCache(settings.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
         store = MediationStore(redis, routes)
         presence = Presence(redis, settings.resolved_node_id, settings.presence_seconds)
-        hub.listen(presence.channel, presence.on_message, presence.reset)
+        hub.on("takeover", presence.on_takeover, presence.reset)
         await hub.start()
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)

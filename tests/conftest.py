@@ -8,7 +8,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from mediator.engine import Engine
+from mediator.engine import Engine, keys
 from mediator.redis_conn import command_client
 from tests.didcomm_peer import Peer
 from tests.servers import Node, RedisUnderTest
@@ -37,7 +37,8 @@ async def redis_client(redis_url: str) -> AsyncIterator[Redis]:
 
 @pytest.fixture
 async def engine(redis_client: Redis) -> Engine:
-    return Engine(redis_client, shards=16)
+    """An engine with a node channel of its own, as a node's (a WakeHub listens there)."""
+    return Engine(redis_client, shards=16, wake_channel=keys.node_channel(uuid.uuid4().hex[:8]))
 
 
 @pytest.fixture

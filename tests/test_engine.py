@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from unittest.mock import ANY
 
 import pytest
 from redis.asyncio import Redis
@@ -164,7 +165,7 @@ async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
     (mid,) = (await engine.send(src, [msg(b"p")])).message_ids
     # The receive script alone, as if the node died before handing the message over.
     qk = keys.queue_keys(src.qualified)
-    r = await engine.scripts.call("receive", qk.all, [src.qualified, keys.WAKE_CHANNEL, 1, "", 0])
+    r = await engine.scripts.call("receive", qk.all, [src.qualified, "", 1, "", 0])
     assert r[3] == 1
     assert await redis_client.hlen(qk.outbox) == 1
     await engine.upkeep(src.qualified, grace_ms=0)
@@ -320,32 +321,45 @@ async def test_shorter_retention_applies_to_stored_messages_at_next_upkeep(
     assert (await engine.stats(ref)).messages == 0
 
 
-async def test_wake_ups_are_published_only_while_a_long_poll_waits(
+async def test_wake_ups_go_only_to_nodes_waiting_on_the_queue(
     engine: Engine, redis_client: Redis, qname: str
 ):
     ref = QueueRef(NS, qname)
     await engine.create_queue(ref, cfg())
+    other = Engine(redis_client, shards=16, wake_channel=engine.wake_channel + "-other")
     pubsub = redis_client.pubsub()
-    await pubsub.subscribe(keys.WAKE_CHANNEL)
-    await pubsub.get_message(timeout=1)  # the subscribe confirmation
+    await pubsub.subscribe(engine.wake_channel, other.wake_channel)
+    for _ in range(2):
+        await pubsub.get_message(timeout=1)  # the subscribe confirmations
 
-    async def wake_ups() -> list[bytes]:
+    async def wake_ups() -> list[tuple[bytes, list[bytes]]]:
         seen = []
         while (m := await pubsub.get_message(timeout=0.3)) is not None:
-            if m["type"] == "message" and m["data"].startswith(ref.qualified.encode() + b" "):
-                seen.append(m["data"])
-        return seen
+            if m["type"] == "message":
+                seen.append((m["channel"], m["data"].split()))
+        return sorted(seen)
 
     await engine.send(ref, [msg(b"nobody waits")])
     await engine.receive(ref, 1)
     assert await wake_ups() == []
     assert (await engine.receive(ref, 1, wait_marker_ms=2000)).messages == []
     await engine.send(ref, [msg(b"a"), msg(b"b")])
-    (wake,) = await wake_ups()
-    assert wake.split()[1:3] == [b"2", b"-1"]  # wake two waiters now
-    await asyncio.sleep(2.1)  # the marker expired with no waiter left
-    await engine.send(ref, [msg(b"c")])
-    assert await wake_ups() == []
+    # Only the waiting node hears it: wake two of its waiters now.
+    mine = engine.wake_channel.encode()
+    assert await wake_ups() == [(mine, [b"wake", ref.qualified.encode(), b"2", b"-1", ANY])]
+    await engine.receive(ref, 2)
+    # Handing them out tells the waiting node when they may become visible again.
+    [(_, due)] = await wake_ups()
+    assert due[2] == b"0" and int(due[3]) > int(due[4])
+    assert (await other.receive(ref, 1, wait_marker_ms=5000)).messages == []
+    await engine.send(ref, [msg(b"c")])  # both nodes wait now (the first for 2 s)
+    both = sorted([mine, other.wake_channel.encode()])
+    assert [channel for channel, _ in await wake_ups()] == both
+    await other.receive(ref, 1)
+    await asyncio.sleep(2.1)  # the first node's wait has lapsed
+    await wake_ups()  # the due time of what the second node was handed
+    await engine.send(ref, [msg(b"d")])
+    assert [channel for channel, _ in await wake_ups()] == [other.wake_channel.encode()]
     await pubsub.aclose()
 
 

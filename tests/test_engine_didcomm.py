@@ -284,7 +284,7 @@ async def test_parked_messages_can_be_deleted_by_id(engine: Engine, qname: str):
 async def test_a_send_wakes_a_waiting_filtered_receive(engine: Engine, qname: str, redis_url: str):
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "a")
-    hub = WakeHub(lambda: subscriber_client(redis_url))
+    hub = WakeHub(lambda: subscriber_client(redis_url), engine.wake_channel)
     await hub.start()
     try:
         with hub.waiting(ref.qualified) as woken:
@@ -381,7 +381,7 @@ async def test_release_wakes_a_waiting_receive(engine: Engine, qname: str, redis
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "kk")
     handed = await engine.receive(ref, 2, visibility_timeout_ms=60_000)
-    hub = WakeHub(lambda: subscriber_client(redis_url))
+    hub = WakeHub(lambda: subscriber_client(redis_url), engine.wake_channel)
     await hub.start()
     try:
         with hub.waiting(ref.qualified) as woken:

@@ -30,9 +30,7 @@ def cfg(**kw: Any) -> QueueConfig:
 async def _receive_script_only(engine: Engine, ref: QueueRef, n: int) -> Any:
     """The receive script alone: what a node has done when it dies before the hand-over."""
     qk = keys.queue_keys(ref.qualified)
-    return await engine.scripts.call(
-        "receive", qk.all, [ref.qualified, keys.WAKE_CHANNEL, n, "", 0, 5000]
-    )
+    return await engine.scripts.call("receive", qk.all, [ref.qualified, "", n, "", 0, 5000])
 
 
 async def test_a_second_hand_over_of_the_same_outbox_entry_changes_nothing(
@@ -49,7 +47,7 @@ async def test_a_second_hand_over_of_the_same_outbox_entry_changes_nothing(
     r = await _receive_script_only(engine, src, 1)
     assert int(r[3]) == 1
     qk = keys.queue_keys(src.qualified)
-    up = await engine.scripts.call("upkeep", qk.all, [src.qualified, keys.WAKE_CHANNEL, 1000, 0])
+    up = await engine.scripts.call("upkeep", qk.all, [src.qualified, 1000, 0])
     [packed] = [bytes(p) for p in up[5:]]
     await engine.hand_over(src.qualified, packed)  # the receiving node
     await engine.hand_over(src.qualified, packed)  # the worker, with its copy

@@ -99,7 +99,7 @@ async def test_release_makes_messages_visible_and_wakes_a_waiter(
     ref = await queue(engine, qname)
     await engine.send(ref, [tagged(b"one", "k"), tagged(b"two", "k")])
     handed = await engine.receive(ref, 2, visibility_timeout_ms=60_000)
-    hub = WakeHub(lambda: subscriber_client(redis_url))
+    hub = WakeHub(lambda: subscriber_client(redis_url), engine.wake_channel)
     await hub.start()
     try:
         with hub.waiting(ref.qualified) as woken:

@@ -31,7 +31,6 @@ class Presence:
         self.scripts = Scripts(redis)
         self.node_id = node_id
         self.ttl_ms = int(ttl_seconds * 1000)
-        self.channel = keys.node_channel(node_id)
         self._sockets: dict[str, TakeoverHandler] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -82,10 +81,11 @@ class Presence:
 
     # ------------------------------------------------------------ the node channel
 
-    def on_message(self, data: bytes) -> None:
-        parts = (data.decode(errors="replace") if isinstance(data, bytes) else str(data)).split()
-        if len(parts) == 3 and parts[0] == "takeover":
-            self._take_over(parts[1], parts[2])
+    def on_takeover(self, text: str) -> None:
+        """`<connection> <socket>` on this node's channel: that socket lost its hold."""
+        parts = text.split()
+        if len(parts) == 2:
+            self._take_over(parts[0], parts[1])
 
     def reset(self) -> None:
         """Messages may have been missed while resubscribing: each socket's next heartbeat

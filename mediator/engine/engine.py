@@ -56,9 +56,12 @@ OUTBOX_GRACE_MS = 5000  # a dead-lettered message still in the outbox after this
 class Engine(RecipientQueues):
     """All queues of one Redis deployment. Safe to share across tasks of one event loop."""
 
-    def __init__(self, redis: Redis, *, shards: int = 16) -> None:
+    def __init__(self, redis: Redis, *, shards: int = 16, wake_channel: str = "") -> None:
         self.redis = redis
         self.shards = shards
+        # This node's channel (keys.node_channel), named in a queue's waiters when a receive
+        # here waits on it; its WakeHub listens there. Empty: this process never waits.
+        self.wake_channel = wake_channel
         self.scripts = Scripts(redis)
 
     # ------------------------------------------------------------------ queues
@@ -213,11 +216,11 @@ class Engine(RecipientQueues):
         lazy: list[str] = []
         if create_with is not None:
             lazy = _flatten(create_with.to_fields(ref.namespace)[0])
-        args: list[Any] = [ref.qualified, keys.WAKE_CHANNEL, len(lazy) // 2, *lazy]
+        args: list[Any] = [ref.qualified, len(lazy) // 2, *lazy]
         for mid, m in zip(ids, messages, strict=True):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
         r = await self.scripts.call(
-            "send", [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiting], args
+            "send", [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters], args
         )
         code = int(r[0])
         if code == -1:
@@ -251,7 +254,8 @@ class Engine(RecipientQueues):
         """Hand out up to `max_messages`, each hidden until its visibility deadline.
 
         `wait_marker_ms` > 0 says the caller will wait for wake-ups if nothing comes back:
-        sends publish wake-ups for this queue only while such a marker lives.
+        this node is then named in the queue's waiters for that long, and sends publish
+        wake-ups to the nodes named there only.
         """
         qk = keys.queue_keys(ref.qualified)
         vt = "" if visibility_timeout_ms is None else str(visibility_timeout_ms)
@@ -266,7 +270,7 @@ class Engine(RecipientQueues):
             r = await self.scripts.call(
                 "receive",
                 qk.all,
-                [ref.qualified, keys.WAKE_CHANNEL, want, vt, wait_marker_ms, OUTBOX_GRACE_MS],
+                [ref.qualified, self.wake_channel, want, vt, wait_marker_ms, OUTBOX_GRACE_MS],
             )
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
@@ -355,8 +359,8 @@ class Engine(RecipientQueues):
         dk = keys.queue_keys(dlq)
         r = await self.scripts.call(
             "dead_letter_accept",
-            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiting],
-            [dlq, keys.WAKE_CHANNEL, packed],
+            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiters],
+            [dlq, packed],
         )
         sk = keys.queue_keys(source)
         if int(r[0]) == -1:
@@ -386,9 +390,7 @@ class Engine(RecipientQueues):
     async def upkeep(self, qualified: str, *, limit: int = 1000, grace_ms: int = 5000) -> None:
         """Run one queue's due upkeep and register when the next one is due."""
         qk = keys.queue_keys(qualified)
-        r = await self.scripts.call(
-            "upkeep", qk.all, [qualified, keys.WAKE_CHANNEL, limit, grace_ms]
-        )
+        r = await self.scripts.call("upkeep", qk.all, [qualified, limit, grace_ms])
         if int(r[0]) == -1:
             await self.redis.zrem(keys.upkeep_due(keys.shard_of(qualified, self.shards)), qualified)
             return

@@ -11,7 +11,6 @@ import zlib
 from dataclasses import dataclass
 
 PREFIX = "mq"
-WAKE_CHANNEL = f"{PREFIX}:wake"
 STREAM_GROUP = "g"
 STREAM_CONSUMER = "c"
 
@@ -28,7 +27,7 @@ class QueueKeys:
     delayed_bodies: str
     ids: str
     outbox: str
-    waiting: str
+    waiters: str  # hash: node channel -> until when (ms) that node waits on the queue
     refs: str
 
     @property
@@ -42,7 +41,7 @@ class QueueKeys:
             self.delayed_bodies,
             self.ids,
             self.outbox,
-            self.waiting,
+            self.waiters,
         ]
 
 
@@ -57,9 +56,16 @@ def queue_keys(qualified: str) -> QueueKeys:
         delayed_bodies=f"{tag}:dbody",
         ids=f"{tag}:ids",
         outbox=f"{tag}:dlqout",
-        waiting=f"{tag}:waiting",
+        waiters=f"{tag}:waiters",
         refs=f"{tag}:refs",
     )
+
+
+def node_channel(node_id: str) -> str:
+    """The one pub/sub channel each node listens on: `wake <queue> <count> <due> <now>` from
+    the scripts, for queues the node waits on, and `takeover <connection> <socket>` when
+    another socket took over a recipient that one of its sockets held."""
+    return f"{PREFIX}:node:{node_id}"
 
 
 def registry(namespace: str) -> str:
@@ -122,12 +128,6 @@ def connection_keys(verkey: str) -> ConnectionKeys:
     return ConnectionKeys(
         record=f"{tag}:conn", keylist=f"{tag}:keys", threads=f"{tag}:thr", presence=f"{tag}:live"
     )
-
-
-def node_channel(node_id: str) -> str:
-    """Pub/sub channel of one node: "takeover <connection> <socket>" when another socket took
-    over a recipient that one of its sockets held."""
-    return f"{DIDCOMM_PREFIX}:node:{node_id}"
 
 
 ROUTES_CHANNEL = f"{DIDCOMM_PREFIX}:routes"  # "<recipient key>" whose route was removed

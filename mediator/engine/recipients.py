@@ -27,6 +27,7 @@ class RecipientQueues:
     """Mixed into Engine; uses its scripts and its upkeep schedule."""
 
     scripts: Scripts
+    wake_channel: str
 
     async def _schedule(self, qualified: str, due: int | None, *, lower_only: bool) -> None:
         raise NotImplementedError
@@ -100,7 +101,7 @@ class RecipientQueues:
         qk = keys.queue_keys(ref.qualified)
         args = [
             ref.qualified,
-            keys.WAKE_CHANNEL,
+            self.wake_channel,
             0,
             "" if visibility_timeout_ms is None else str(visibility_timeout_ms),
             tag or "",
@@ -133,8 +134,8 @@ class RecipientQueues:
         qk = keys.queue_keys(ref.qualified)
         released = await self.scripts.call(
             "release",
-            [qk.inflight, qk.ids, qk.waiting],
-            [ref.qualified, keys.WAKE_CHANNEL, *message_ids],
+            [qk.inflight, qk.ids, qk.waiters],
+            [ref.qualified, *message_ids],
         )
         return int(released)
 

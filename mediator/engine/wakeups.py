@@ -1,11 +1,17 @@
-"""Long-poll wake-ups across nodes: one pub/sub connection per node, waiters in process.
+"""Wake-ups across nodes: one pub/sub connection per node, on the node's own channel, and
+waiters in process.
 
-While a long poll waits on a queue (its `waiting` marker, set by the receive that found it
-empty), scripts publish `<queue> <count> <due> <now>` on one channel. `count` wakes that many local
-waiters of the queue (first come, first woken); `due` (Redis time, ms) arms a timer that wakes
-them all when a delayed or in-flight message becomes visible. Pub/sub may drop a message, so
-every waiter also re-reads its queue on its own deadline, and all are woken when the
-subscription is re-established. A waiting request holds no Redis connection.
+While something on this node waits on a queue (a long poll, or a live socket's delivery
+loop), the receive that found the queue empty names this node's channel in the queue's
+`waiters` hash. Scripts that make messages visible publish `wake <queue> <count> <due> <now>`
+to the channels named there, and to no other node. `count` wakes that many local waiters of
+the queue (first come, first woken); `due` (Redis time, ms) arms a timer that wakes them all
+when a delayed or in-flight message becomes visible. Pub/sub may drop a message, so every
+waiter also re-reads its queue on its own deadline, and all are woken when the subscription
+is re-established. A waiting request holds no Redis connection.
+
+Other messages on the node's channel (`<kind> <text>`, such as `takeover`) go to the handler
+registered for their kind; broadcast channels (route removals) to theirs.
 """
 
 from __future__ import annotations
@@ -18,26 +24,33 @@ from collections.abc import Callable, Iterator
 
 from redis.asyncio import Redis
 
-from mediator.engine import keys
-
 log = logging.getLogger(__name__)
 
 
+Handler = tuple[Callable[[str], None], Callable[[], None]]
+
+
 class WakeHub:
-    def __init__(self, make_client: Callable[[], Redis]) -> None:
+    def __init__(self, make_client: Callable[[], Redis], channel: str) -> None:
         self._make_client = make_client
+        self.channel = channel
         self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         self._task: asyncio.Task[None] | None = None
-        self._listeners: dict[str, tuple[Callable[[bytes], None], Callable[[], None]]] = {}
+        self._listeners: dict[str, Handler] = {}  # broadcast channels
+        self._kinds: dict[str, Handler] = {}  # message kinds on this node's channel
         self.connected = asyncio.Event()
 
     def listen(
-        self, channel: str, handle: Callable[[bytes], None], reset: Callable[[], None]
+        self, channel: str, handle: Callable[[str], None], reset: Callable[[], None]
     ) -> None:
-        """Also deliver `channel`'s messages to `handle` (call before start); `reset` runs on
-        every (re)subscription, since messages may have been missed meanwhile."""
+        """Also deliver the broadcast `channel`'s messages to `handle` (call before start);
+        `reset` runs on every (re)subscription, since messages may have been missed."""
         self._listeners[channel] = (handle, reset)
+
+    def on(self, kind: str, handle: Callable[[str], None], reset: Callable[[], None]) -> None:
+        """Deliver `<kind> <text>` messages on this node's channel to `handle(text)`."""
+        self._kinds[kind] = (handle, reset)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="wake-subscriber")
@@ -89,8 +102,20 @@ class WakeHub:
         for queue in list(self._waiters):
             self.wake(queue)
 
-    def handle(self, payload: bytes | str) -> None:
-        text = payload.decode() if isinstance(payload, bytes) else payload
+    def dispatch(self, text: str) -> None:
+        """One message on this node's channel."""
+        kind, _, rest = text.partition(" ")
+        if kind == "wake":
+            self.handle(rest)
+            return
+        handler = self._kinds.get(kind)
+        if handler is None:
+            log.warning("ignoring unknown node message %r", text[:200])
+            return
+        handler[0](rest)
+
+    def handle(self, text: str) -> None:
+        """A wake-up: `<queue> <count> <due> <now>`."""
         try:
             queue, count_s, due_s, now_s = text.rsplit(" ", 3)
             count, due, now = int(count_s), int(due_s), int(now_s)
@@ -125,10 +150,10 @@ class WakeHub:
             client = self._make_client()
             pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(keys.WAKE_CHANNEL, *self._listeners)
+                await pubsub.subscribe(self.channel, *self._listeners)
                 self.connected.set()
                 self.wake_all()  # wake-ups may have been missed while we were away
-                for _, reset in self._listeners.values():
+                for _, reset in [*self._listeners.values(), *self._kinds.values()]:
                     reset()
                 backoff = 0.05
                 async for message in pubsub.listen():
@@ -136,11 +161,13 @@ class WakeHub:
                         continue
                     channel = message["channel"]
                     channel = channel.decode() if isinstance(channel, bytes) else channel
-                    listener = self._listeners.get(channel)
-                    if listener is None:
-                        self.handle(message["data"])
-                    else:
-                        listener[0](message["data"])
+                    data = message["data"]
+                    if isinstance(data, bytes):
+                        data = data.decode(errors="replace")
+                    if channel == self.channel:
+                        self.dispatch(data)
+                    elif (listener := self._listeners.get(channel)) is not None:
+                        listener[0](data)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any connection trouble: resubscribe

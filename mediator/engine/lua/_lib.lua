@@ -43,12 +43,30 @@ local function drop_stream_if_empty(stream, inflight, rc)
   end
 end
 
--- Wake-up for long polls on every node: "<queue> <count visible now> <due ms or -1> <now ms>",
--- published only while some long poll waits on the queue (its `waiting` marker exists).
-local function wake(waiting, channel, name, count, due, now)
-  if redis.call('EXISTS', waiting) == 0 then return end
-  redis.call('PUBLISH', channel, name .. ' ' .. string.format('%d', count) .. ' '
-    .. string.format('%d', due) .. ' ' .. string.format('%d', now))
+-- Wake-ups go only to the nodes waiting on the queue: `waiters` is a hash of node channel ->
+-- Redis time (ms) until which that node waits on the queue (a long poll, or a live socket's
+-- delivery loop, whose receive found nothing). Each such node gets
+-- "wake <queue> <count visible now> <due ms or -1> <now ms>"; lapsed entries are dropped.
+local function wake(waiters, name, count, due, now)
+  local w = redis.call('HGETALL', waiters)
+  if #w == 0 then return end
+  local text = 'wake ' .. name .. ' ' .. string.format('%d', count) .. ' '
+    .. string.format('%d', due) .. ' ' .. string.format('%d', now)
+  for i = 1, #w, 2 do
+    if tonumber(w[i + 1]) > now then
+      redis.call('PUBLISH', w[i], text)
+    else
+      redis.call('HDEL', waiters, w[i])
+    end
+  end
+end
+
+-- Record that the node listening on `channel` waits on the queue for `ms` more; the key
+-- lives as long as its longest entry.
+local function mark_waiting(waiters, channel, ms, now)
+  if ms <= 0 or channel == '' then return end
+  redis.call('HSET', waiters, channel, string.format('%d', now + ms))
+  if redis.call('PTTL', waiters) < ms then redis.call('PEXPIRE', waiters, ms) end
 end
 
 -- Lower the queue's registered upkeep time to `due`; returns due when it changed, else -1.

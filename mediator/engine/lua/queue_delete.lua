@@ -1,7 +1,7 @@
 -- queue_delete: delete a queue and all its messages, unless other queues still use it as
 -- their dead letter queue.
 -- KEYS[1..9] cfg, stream, inflight, receive counts, delayed, delayed bodies, ids, outbox,
--- waiting marker  KEYS[10] refs (queues using this one as dead letter queue)
+-- waiters  KEYS[10] refs (queues using this one as dead letter queue)
 -- Returns {1, own dead letter queue or ''}  deleted
 --         {0}                              no such queue
 --         {2, user, ...}                   still used as a dead letter queue by these

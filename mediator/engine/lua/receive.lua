@@ -4,10 +4,10 @@
 -- receive that reaches max receives, the message is returned AND moved to the outbox of
 -- its dead letter queue, from where the caller hands it over (dead_letter_accept/settle).
 -- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] receive counts  KEYS[5] delayed
--- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox  KEYS[9] waiting marker
--- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] n
+-- KEYS[6] delayed bodies  KEYS[7] ids  KEYS[8] dead-letter outbox  KEYS[9] waiters
+-- ARGV[1] qualified queue name  ARGV[2] this node's wake channel  ARGV[3] n
 -- ARGV[4] visibility timeout in ms for this call, or '' for the queue's own
--- ARGV[5] ms to keep the waiting marker when nothing is found ('0': the caller will not wait).
+-- ARGV[5] ms this node waits on the queue when nothing is found ('0': it will not wait).
 --         Set in the same script that found the queue empty, so no later send misses it.
 -- ARGV[6] ms after which the workers hand over a dead-lettered message left in the outbox
 -- Returns {1, now, next_due, count, more, sched, <9 values per message>...}
@@ -17,7 +17,7 @@
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
 --   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
 --         {-1}  no such queue
-local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiting =
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiters =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local c = redis.call('HMGET', cfg, 'vt', 'ret', 'mr', 'dlq')
@@ -108,9 +108,9 @@ elseif got == 0 then
   local i = first_score(inflight)
   if d and (not i or d < i) then out[3] = d elseif i then out[3] = i end
   local marker_ms = tonumber(ARGV[5]) or 0
-  if marker_ms > 0 then redis.call('SET', waiting, '1', 'PX', marker_ms) end
+  mark_waiting(waiters, channel, marker_ms, now)
 else
-  if vt_ms > 0 then wake(waiting, channel, name, 0, hidden_until, now) end
-  if promoted > got then wake(waiting, channel, name, promoted - got, -1, now) end
+  if vt_ms > 0 then wake(waiters, name, 0, hidden_until, now) end
+  if promoted > got then wake(waiters, name, promoted - got, -1, now) end
 end
 return out

@@ -9,17 +9,17 @@
 -- (budget or n reached) moves on instead of reading the same backlog again. Entries that
 -- become visible behind the cursor meanwhile are found by the next receive.
 -- KEYS[1..9] cfg, stream, inflight, receive counts, delayed, delayed bodies, ids, outbox,
---            waiting marker (as receive.lua)
--- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] n
+--            waiters (as receive.lua)
+-- ARGV[1] qualified queue name  ARGV[2] this node's wake channel  ARGV[3] n
 -- ARGV[4] visibility timeout ms, or '' for the queue's own
 -- ARGV[5] trace id (recipient key) to match, or '' for any
 -- ARGV[6] earliest first-enqueue time (ms) to match, or '' for any
--- ARGV[7] ms to keep the waiting marker when nothing matched ('0': no marker)
+-- ARGV[7] ms this node waits on the queue when nothing matched ('0': it will not wait)
 -- ARGV[8] cursor returned by the previous call of this receive, or '' to start
 -- Returns {1, now, next_due, count, more, cursor, <9 values per message>...}
 --   as receive.lua, except that slot 6 is the cursor to pass to the next call ('' = none)
 --         {-1}  no such queue
-local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiting =
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiters =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local c = redis.call('HMGET', cfg, 'vt', 'ret')
@@ -142,7 +142,7 @@ if cur_sid then out[6] = string.format('%.17g', cur_score) .. ' ' .. cur_sid end
 out[4] = got
 if got > 0 then
   redis.call('HSET', cfg, 'ld', string.format('%d', now))
-  if vt_ms > 0 then wake(waiting, channel, name, 0, hidden_until, now) end
+  if vt_ms > 0 then wake(waiters, name, 0, hidden_until, now) end
 elseif out[5] == 1 then
   out[3] = now
 else
@@ -150,6 +150,6 @@ else
     'WITHSCORES', 'LIMIT', 0, 1)
   if #r > 0 then out[3] = tonumber(r[2]) end
   local marker_ms = tonumber(ARGV[7]) or 0
-  if marker_ms > 0 then redis.call('SET', waiting, '1', 'PX', marker_ms) end
+  mark_waiting(waiters, channel, marker_ms, now)
 end
 return out

@@ -3,13 +3,13 @@
 -- stream id's time, as a parked entry's (see visible_score), so they come back in enqueue
 -- order and a filtered receive with a cut-off still finds them. Unknown, delayed or already
 -- visible ids are skipped; receive counts are left as they are.
--- KEYS[1] inflight  KEYS[2] ids  KEYS[3] waiting marker
--- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3..] message ids
+-- KEYS[1] inflight  KEYS[2] ids  KEYS[3] waiters
+-- ARGV[1] qualified queue name  ARGV[2..] message ids
 -- Returns the number released.
-local inflight, ids, waiting = KEYS[1], KEYS[2], KEYS[3]
+local inflight, ids, waiters = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local released = 0
-for i = 3, #ARGV do
+for i = 2, #ARGV do
   local sid = redis.call('HGET', ids, ARGV[i])
   if sid and string.find(sid, '-', 1, true) then
     local score = redis.call('ZSCORE', inflight, sid)
@@ -20,5 +20,5 @@ for i = 3, #ARGV do
     end
   end
 end
-if released > 0 then wake(waiting, ARGV[2], ARGV[1], released, -1, now) end
+if released > 0 then wake(waiters, ARGV[1], released, -1, now) end
 return released

@@ -1,10 +1,10 @@
 -- send: store messages in a queue, visible now or after the queue's delay.
 -- KEYS[1] cfg  KEYS[2] stream  KEYS[3] delayed  KEYS[4] delayed bodies  KEYS[5] ids
--- KEYS[6] waiting marker (set while a long poll waits)
--- ARGV[1] qualified queue name  ARGV[2] wake channel
--- ARGV[3] k = number of config field/value pairs that follow; with k > 0 a missing queue is
+-- KEYS[6] waiters (the nodes waiters on the queue, see wake in _lib.lua)
+-- ARGV[1] qualified queue name
+-- ARGV[2] k = number of config field/value pairs that follow; with k > 0 a missing queue is
 --         created with them (lazy creation)
--- ARGV[4 .. 3+2k] config pairs
+-- ARGV[3 .. 2+2k] config pairs
 -- then 5 values per message: id, content type, content encoding, trace id, body
 -- Returns {1, now, sched, visible, delayed}  sched = new upkeep time (ms) or -1
 --         {-1}             no such queue
@@ -12,15 +12,15 @@
 --         {-3, count}      the message count limit would be passed (count = current)
 --         {-4, bytes}      the size limit would be passed (bytes = current)
 --         {-5}             the queue refuses messages (will_queue false)
-local cfg, stream, delayed, dbody, ids, waiting = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local name, channel = ARGV[1], ARGV[2]
-local k = tonumber(ARGV[3])
-local first = 4 + 2 * k
+local cfg, stream, delayed, dbody, ids, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local name = ARGV[1]
+local k = tonumber(ARGV[2])
+local first = 3 + 2 * k
 local now = now_ms()
 
 if redis.call('EXISTS', cfg) == 0 then
   if k == 0 then return {-1} end
-  for i = 4, 3 + 2 * k, 2 do redis.call('HSET', cfg, ARGV[i], ARGV[i + 1]) end
+  for i = 3, 2 + 2 * k, 2 do redis.call('HSET', cfg, ARGV[i], ARGV[i + 1]) end
   redis.call('HSET', cfg, 'created', string.format('%d', now), 'bytes', 0)
 end
 
@@ -61,8 +61,8 @@ local upkeep = now + tonumber(c[1]) * 1000
 if delay_ms > 0 and due < upkeep then upkeep = due end
 local sched = reschedule(cfg, upkeep)
 if delay_ms > 0 then
-  wake(waiting, channel, name, 0, due, now)
+  wake(waiters, name, 0, due, now)
   return {1, now, sched, 0, n}
 end
-wake(waiting, channel, name, n, -1, now)
+wake(waiters, name, n, -1, now)
 return {1, now, sched, n, 0}

@@ -2,21 +2,21 @@
 -- promote due delayed messages, purge messages past retention, report dead-letter handovers
 -- left unfinished, and register when the next upkeep is due.
 -- KEYS[1..9] cfg, stream, inflight, receive counts, delayed, delayed bodies, ids, outbox,
--- waiting marker
--- ARGV[1] qualified queue name  ARGV[2] wake channel  ARGV[3] most messages to touch
--- ARGV[4] ms after which an outbox entry counts as abandoned
+-- waiters
+-- ARGV[1] qualified queue name  ARGV[2] most messages to touch
+-- ARGV[3] ms after which an outbox entry counts as abandoned
 -- Returns {1, now, next_due or -1, promoted, purged, <packed outbox entries>...}
 --         {-1}  no such queue
-local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiting =
+local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiters =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local name, channel, limit, grace = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local name, limit, grace = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local ret = redis.call('HGET', cfg, 'ret')
 if not ret then return {-1} end
 local ret_ms = tonumber(ret) * 1000
 local now = now_ms()
 
 local promoted, purged = promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
-if promoted > 0 then wake(waiting, channel, name, promoted, -1, now) end
+if promoted > 0 then wake(waiters, name, promoted, -1, now) end
 
 -- Stream entries are in first-enqueue order except for promoted delayed messages, so the
 -- walk stops at the first live entry; a late expired one is purged when it is received.
