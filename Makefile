@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
 
-.PHONY: install serve test lint unit engine-redis7 interop-install interop bench bench-didcomm
+.PHONY: install serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,6 +35,13 @@ engine-redis7: install
 		echo "skipping the Redis 7 engine run: $(DEBIAN_REDIS) is missing"; \
 	fi
 
+# The engine, pickup and mqs suites once more on a Sentinel set (primary, replica, three
+# sentinels; every send waits for the replica) and on a three-primary Redis Cluster (every
+# send waits for the primary's fsync), started from the same server binary (tests/topologies.py).
+topologies: install
+	MEDIATOR_TEST_TOPOLOGY=sentinel MEDIATOR_WAIT_REPLICAS=1 $(PY) -m pytest -m "engine or topology"
+	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PY) -m pytest -m "engine or topology"
+
 # The real wallets the interop tests drive (tests/interop): Credo in Node.js and ACA-Py in a
 # Python 3.13 environment, installed once into ~/.cache/mediator-interop and kept there. The
 # tests install them themselves when missing; this target only warms the cache up front.
@@ -45,7 +52,7 @@ interop-install:
 interop: install interop-install
 	$(PY) -m pytest -m interop
 
-test: lint unit engine-redis7
+test: lint unit engine-redis7 topologies
 
 bench: install
 	$(PY) bench/mqs_bench.py

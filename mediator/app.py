@@ -32,8 +32,9 @@ from mediator.mqs import routes as mqs_routes
 from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
 from mediator.protocols.context import Services
-from mediator.redis_conn import command_client, subscriber_client
 from mediator.settings import Settings
+from mediator.storage.clients import Backend
+from mediator.storage.durability import Durability
 from mediator.transport import routes as didcomm_routes
 from mediator.transport.http import DidcommHttp
 from mediator.transport.inbound import Pipeline
@@ -84,10 +85,22 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        redis = command_client(redis_url)
+        backend = Backend(redis_url)
+        await backend.start()
+        redis = backend.client
+        durability = Durability(
+            backend,
+            replicas=settings.wait_replicas,
+            fsync=settings.wait_fsync,
+            timeout_seconds=settings.wait_timeout_seconds,
+            observe=lambda outcome: metrics_.confirmations.labels(outcome).inc(),
+        )
+        await durability.check(keys.mediator_identity())
         channel = keys.node_channel(settings.resolved_node_id)
-        engine = Engine(redis, shards=settings.worker_shards, wake_channel=channel)
-        hub = WakeHub(lambda: subscriber_client(redis_url), channel)
+        engine = Engine(
+            redis, shards=settings.worker_shards, wake_channel=channel, confirmed=durability
+        )
+        hub = WakeHub(backend.subscriber, channel)
         routes = RouteCache(settings.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
         store = MediationStore(redis, routes)
@@ -128,7 +141,16 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGTERM, drain.begin, lambda: _stop_server(app))
-        log.info("node ready", extra={"host": settings.host, "port": settings.port})
+        log.info(
+            "node ready",
+            extra={
+                "host": settings.host,
+                "port": settings.port,
+                "redis": backend.target.redacted,
+                "redis_mode": backend.mode.value,
+                "accepted_when": durability.describe,
+            },
+        )
         try:
             yield
         finally:
@@ -140,7 +162,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                     await worker_task
             await pusher.aclose()
             await hub.stop()
-            await redis.aclose()
+            await backend.aclose()
 
     app = Starlette(
         routes=[

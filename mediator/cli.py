@@ -64,6 +64,7 @@ def serve(**options: Any) -> None:
     from mediator.app import create_app
     from mediator.embedded import EmbeddedServer
     from mediator.ops import logs
+    from mediator.storage.target import parse as parse_redis_url
 
     settings = _build(options)
     logs.configure(settings.log_level, settings.resolved_node_id)
@@ -79,6 +80,7 @@ def serve(**options: Any) -> None:
             )
             embedded.start()
             url = embedded.url
+        parse_redis_url(url)  # a malformed URL is refused here, with what was expected
         app = create_app(settings, url)
         server = uvicorn.Server(
             uvicorn.Config(
@@ -131,7 +133,13 @@ def worker(check: bool, **options: Any) -> None:
         click.echo("error: mediator worker needs --redis-url / MEDIATOR_REDIS_URL", err=True)
         sys.exit(2)
     from mediator.ops import logs
+    from mediator.storage.target import parse as parse_redis_url
 
+    try:
+        parse_redis_url(settings.redis_url)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     logs.configure(settings.log_level, settings.resolved_node_id)
     asyncio.run(_run_worker(settings))
 
@@ -180,22 +188,25 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
             multi_use=True,
         )
     from mediator.mediation.handshakes import HandshakeBook
-    from mediator.redis_conn import command_client
+    from mediator.storage.clients import Backend
 
-    redis = command_client(settings.redis_url)
+    backend = Backend(settings.redis_url)
     try:
-        identity = await load_identity(redis, settings.key_seed)
-        return await HandshakeBook(redis).invitation(identity, settings)
+        await backend.start()
+        identity = await load_identity(backend.client, settings.key_seed)
+        return await HandshakeBook(backend.client).invitation(identity, settings)
     finally:
-        await redis.aclose()
+        await backend.aclose()
 
 
 async def _run_worker(settings: Settings) -> None:
     from mediator.engine import Engine
-    from mediator.redis_conn import command_client
+    from mediator.storage.clients import Backend
     from workers.runner import Worker
 
-    redis = command_client(settings.redis_url)
+    backend = Backend(settings.redis_url)
+    await backend.start()
+    redis = backend.client
     engine = Engine(redis, shards=settings.worker_shards)
     task = asyncio.create_task(Worker(settings, redis, engine).run())
     loop = asyncio.get_running_loop()
@@ -203,4 +214,4 @@ async def _run_worker(settings: Settings) -> None:
         loop.add_signal_handler(sig, task.cancel)
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    await redis.aclose()
+    await backend.aclose()

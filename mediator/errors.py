@@ -3,7 +3,9 @@
     MediatorError
     ├── ConfigError                 bad settings; the process refuses to start
     ├── StorageError                Redis unreachable or answering something unexpected
-    │   └── EmbeddedServerError     the embedded server would not start
+    │   ├── EmbeddedServerError     the embedded server would not start
+    │   └── ReplicationShortfall    stored, but fewer replicas (or fsyncs) confirmed it in
+    │                               time than the settings ask for (HTTP 503)
     ├── QueueError                  a queue operation was refused
     │   ├── QueueNotFound               (mqs 404)
     │   ├── QueueExists                 (mqs 409)
@@ -40,6 +42,10 @@ class StorageError(MediatorError):
 
 class EmbeddedServerError(StorageError):
     pass
+
+
+class ReplicationShortfall(StorageError):
+    """A send is on the primary but not as durable as `wait_replicas`/`wait_fsync` ask."""
 
 
 class QueueError(MediatorError):

@@ -37,9 +37,30 @@ class Settings:
     redis_url: str = field(
         default="",
         metadata=_opt(
-            "Redis URL (redis://host:port/db). Empty: `serve` starts a private embedded "
-            "server with its data in --data-dir; `worker` needs one."
+            "Redis URL: redis://host:port/db (rediss:// for TLS), "
+            "redis+sentinel://host:26379,host2:26379/<service>[/db] for Sentinel, or "
+            "redis+cluster://host:6379,host2:6379 for Redis Cluster. Empty: `serve` starts "
+            "a private embedded server with its data in --data-dir; `worker` needs one."
         ),
+    )
+    wait_replicas: int = field(
+        default=0,
+        metadata=_opt(
+            "Answer a send (mqs 201, a forward's 202) only once this many replicas have "
+            "acknowledged it (Redis WAIT); fewer within --wait-timeout-seconds answers 503. "
+            "0: once the primary has it.",
+        ),
+    )
+    wait_fsync: bool = field(
+        default=False,
+        metadata=_opt(
+            "Answer a send only once the primary (and the --wait-replicas replicas) fsynced "
+            "it to the append-only file (WAITAOF: Redis 7.2+ or Valkey, appendonly on).",
+        ),
+    )
+    wait_timeout_seconds: float = field(
+        default=1.0,
+        metadata=_opt("How long a send waits for --wait-replicas / --wait-fsync."),
     )
     data_dir: str = field(
         default_factory=_default_data_dir,

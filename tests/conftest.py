@@ -5,11 +5,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-import redis
-from redis.asyncio import Redis
 
 from mediator.engine import Engine, keys
-from mediator.redis_conn import command_client
+from mediator.storage.clients import Backend, RedisClient
 from tests.didcomm_peer import Peer
 from tests.servers import Node, RedisUnderTest
 
@@ -18,7 +16,7 @@ from tests.servers import Node, RedisUnderTest
 def redis_server() -> Iterator[RedisUnderTest]:
     server = RedisUnderTest()
     server.start()
-    redis.Redis.from_url(server.url).flushall()
+    server.flushall()
     yield server
     server.stop()
 
@@ -29,14 +27,21 @@ def redis_url(redis_server: RedisUnderTest) -> str:
 
 
 @pytest.fixture
-async def redis_client(redis_url: str) -> AsyncIterator[Redis]:
-    client = command_client(redis_url)
-    yield client
-    await client.aclose()
+async def backend(redis_url: str) -> AsyncIterator[Backend]:
+    """The session's Redis as a node reaches it, whatever the deployment mode."""
+    backend = Backend(redis_url)
+    await backend.start()
+    yield backend
+    await backend.aclose()
 
 
 @pytest.fixture
-async def engine(redis_client: Redis) -> Engine:
+async def redis_client(backend: Backend) -> RedisClient:
+    return backend.client
+
+
+@pytest.fixture
+async def engine(redis_client: RedisClient) -> Engine:
     """An engine with a node channel of its own, as a node's (a WakeHub listens there)."""
     return Engine(redis_client, shards=16, wake_channel=keys.node_channel(uuid.uuid4().hex[:8]))
 

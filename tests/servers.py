@@ -13,8 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from mediator.embedded import EmbeddedServer, free_port
+from tests.topologies import LocalCluster, SentinelSet
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -39,19 +41,30 @@ def _docker_answers() -> bool:
         return False
 
 
+TOPOLOGIES = ("standalone", "sentinel", "cluster")
+
+
 class RedisUnderTest:
-    """A server for one test session: from testcontainers when Docker answers, else a binary."""
+    """A server for one test session: from testcontainers when Docker answers, else a binary.
+
+    `MEDIATOR_TEST_TOPOLOGY=sentinel` or `cluster` starts that deployment instead (from the
+    binary: a Sentinel set, or a three-primary Redis Cluster; tests/topologies.py).
+    """
 
     def __init__(self) -> None:
         self.url = ""
         self.kind = ""
+        self.topology = os.environ.get("MEDIATOR_TEST_TOPOLOGY", "standalone") or "standalone"
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"MEDIATOR_TEST_TOPOLOGY must be one of {TOPOLOGIES}")
         self._container = None
         self._server: EmbeddedServer | None = None
+        self._deployments: list[SentinelSet | LocalCluster] = []
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def start(self) -> None:
         binary = os.environ.get("MEDIATOR_TEST_REDIS_SERVER", "")
-        if not binary and _docker_answers():
+        if self.topology == "standalone" and not binary and _docker_answers():
             from testcontainers.redis import RedisContainer
 
             self._container = RedisContainer("valkey/valkey:9").start()
@@ -60,14 +73,42 @@ class RedisUnderTest:
             self.url, self.kind = f"redis://{host}:{port}/0", "container"
             return
         self._tmp = tempfile.TemporaryDirectory(prefix="mediator-test-redis-")
-        self._server = start_binary_server(Path(self._tmp.name), binary)
-        self.url, self.kind = self._server.url, f"binary {self._server.binary}"
+        if self.topology == "standalone":
+            self._server = start_binary_server(Path(self._tmp.name), binary)
+            self.url, self.kind = self._server.url, f"binary {self._server.binary}"
+            return
+        self.url = self._deploy(Path(self._tmp.name) / "main", binary).url
+        self.kind = f"{self.topology} of {binary or 'valkey-server'}"
+
+    def _deploy(self, root: Path, binary: str) -> SentinelSet | LocalCluster:
+        deployment = (SentinelSet if self.topology == "sentinel" else LocalCluster)(root, binary)
+        self._deployments.append(deployment)
+        return deployment.start()
+
+    def flushall(self) -> None:
+        if self._deployments:
+            self._deployments[0].flushall()
+        else:
+            redis.Redis.from_url(self.url).flushall()
+
+    def isolated_url(self) -> str:
+        """Storage no other test module writes to: database 3, or (Redis Cluster has only
+        database 0) a cluster of its own."""
+        if self.topology == "cluster":
+            assert self._tmp is not None
+            root = Path(self._tmp.name) / f"isolated-{len(self._deployments)}"
+            return self._deploy(root, os.environ.get("MEDIATOR_TEST_REDIS_SERVER", "")).url
+        return (
+            self.url.rsplit("/", 1)[0] + "/3" if self.topology == "standalone" else self.url + "/3"
+        )
 
     def stop(self) -> None:
         if self._container is not None:
             self._container.stop()
         if self._server is not None:
             self._server.stop()
+        for deployment in self._deployments:
+            deployment.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.didcomm_peer import Peer, attachments, forward, message
 from tests.servers import Node
+
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
 
 
 async def test_grant_carries_endpoint_and_routing_key(peer: Peer, dc_node: Node, med: str) -> None:

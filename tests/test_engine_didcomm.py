@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from mediator.engine import Engine, QueueConfig, QueueRef, ReceivedMessage, SendMessage, keys
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import LimitExceeded, QueueNotFound
-from mediator.redis_conn import subscriber_client
+from mediator.storage.clients import Backend
 
 pytestmark = pytest.mark.engine
 
@@ -281,10 +281,12 @@ async def test_parked_messages_can_be_deleted_by_id(engine: Engine, qname: str):
     assert bodies(await drain(engine, ref)) == ["a0"]
 
 
-async def test_a_send_wakes_a_waiting_filtered_receive(engine: Engine, qname: str, redis_url: str):
+async def test_a_send_wakes_a_waiting_filtered_receive(
+    engine: Engine, qname: str, backend: Backend
+):
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "a")
-    hub = WakeHub(lambda: subscriber_client(redis_url), engine.wake_channel)
+    hub = WakeHub(backend.subscriber, engine.wake_channel)
     await hub.start()
     try:
         with hub.waiting(ref.qualified) as woken:
@@ -377,11 +379,11 @@ async def test_release_makes_deliveries_receivable_at_once(engine: Engine, qname
     assert await engine.release(ref, []) == 0
 
 
-async def test_release_wakes_a_waiting_receive(engine: Engine, qname: str, redis_url: str):
+async def test_release_wakes_a_waiting_receive(engine: Engine, qname: str, backend: Backend):
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "kk")
     handed = await engine.receive(ref, 2, visibility_timeout_ms=60_000)
-    hub = WakeHub(lambda: subscriber_client(redis_url), engine.wake_channel)
+    hub = WakeHub(backend.subscriber, engine.wake_channel)
     await hub.start()
     try:
         with hub.waiting(ref.qualified) as woken:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
-from mediator.redis_conn import command_client
 from mediator.settings import Settings
+from mediator.storage.clients import Backend
 from workers.runner import Worker
 
 pytestmark = pytest.mark.engine
@@ -103,11 +103,15 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
     created and sent to in between must keep its registry and schedule entries."""
     ref = QueueRef(NS, qname)
     await engine.create_queue(ref, cfg())
-    other_client = command_client(redis_url)
-    other = Engine(other_client, shards=16)
+    other_backend = Backend(redis_url)
+    await other_backend.start()
+    other = Engine(other_backend.client, shards=16)
     real_pipeline = engine.redis.pipeline
 
     def hooked(*a: Any, **kw: Any) -> Any:
+        # Only the first pipeline, delete_queue's index removal (a cluster client also
+        # pipelines internally, later on).
+        del engine.redis.pipeline
         pipe = real_pipeline(*a, **kw)
         real_execute = pipe.execute
 
@@ -121,10 +125,7 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
         return pipe
 
     engine.redis.pipeline = hooked  # type: ignore[method-assign]
-    try:
-        await engine.delete_queue(ref, cascade=True)
-    finally:
-        del engine.redis.pipeline
+    await engine.delete_queue(ref, cascade=True)
     try:
         assert await engine.queue_exists(ref)
         names = [i.name for i in await engine.list_queues(NS, 0, -1)]
@@ -134,7 +135,7 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
         assert qname in names
         assert due is not None
     finally:
-        await other_client.aclose()
+        await other_backend.aclose()
 
 
 async def test_receive_finds_a_visible_message_behind_many_expired_ones(engine: Engine, qname: str):

@@ -10,7 +10,7 @@ import pytest
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import LimitExceeded, QueueNotFound
-from mediator.redis_conn import subscriber_client
+from mediator.storage.clients import Backend
 
 pytestmark = pytest.mark.engine
 
@@ -94,12 +94,12 @@ async def test_tag_stats_count_only_that_tag(engine: Engine, qname: str):
 
 
 async def test_release_makes_messages_visible_and_wakes_a_waiter(
-    engine: Engine, qname: str, redis_url: str
+    engine: Engine, qname: str, backend: Backend
 ):
     ref = await queue(engine, qname)
     await engine.send(ref, [tagged(b"one", "k"), tagged(b"two", "k")])
     handed = await engine.receive(ref, 2, visibility_timeout_ms=60_000)
-    hub = WakeHub(lambda: subscriber_client(redis_url), engine.wake_channel)
+    hub = WakeHub(backend.subscriber, engine.wake_channel)
     await hub.start()
     try:
         with hub.waiting(ref.qualified) as woken:

@@ -6,8 +6,11 @@ import asyncio
 import time
 
 import httpx
+import pytest
 
 from tests.mqs_client import create, receive, send, send_batch
+
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
 
 
 async def test_long_poll_returns_as_soon_as_a_message_is_sent(

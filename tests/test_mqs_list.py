@@ -10,11 +10,12 @@ import pytest
 from tests.mqs_client import create
 from tests.servers import Node, RedisUnderTest
 
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
+
 
 @pytest.fixture(scope="module")
 def list_node(redis_server: RedisUnderTest) -> Iterator[Node]:
-    url = redis_server.url.rsplit("/", 1)[0] + "/3"
-    node = Node(url, MEDIATOR_IN_PROCESS_WORKER="false")
+    node = Node(redis_server.isolated_url(), MEDIATOR_IN_PROCESS_WORKER="false")
     node.start()
     yield node
     node.stop()

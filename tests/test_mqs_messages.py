@@ -11,6 +11,8 @@ from mediator.mqs import multipart
 from tests.eventually import eventually
 from tests.mqs_client import create, parts, receive, send, send_batch
 
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
+
 
 async def test_single_message_round_trip_headers(http_a: httpx.AsyncClient, qname: str):
     await create(http_a, qname, visibility=7)

@@ -7,6 +7,8 @@ import pytest
 
 from tests.mqs_client import INT32_MAX, create, queue_headers, receive, send
 
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
+
 
 async def test_create_get_update_delete(http_a: httpx.AsyncClient, qname: str):
     r = await http_a.put(f"/queues/{qname}", headers=queue_headers(60, 5, delay=2))

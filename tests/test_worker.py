@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
-from mediator.redis_conn import command_client
+from mediator.storage.clients import Backend
 from tests.servers import MediatorProcess, RedisUnderTest
 
 SHARDS = 8
@@ -159,9 +159,9 @@ def upkeep_workers(upkeep_url: str, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture
 async def upkeep_engine(upkeep_url: str) -> AsyncIterator[Engine]:
-    client = command_client(upkeep_url)
-    yield Engine(client, shards=SHARDS)
-    await client.aclose()
+    backend = Backend(upkeep_url)
+    yield Engine(backend.client, shards=SHARDS)
+    await backend.aclose()
 
 
 async def _wait_async(predicate, within: float, interval: float = 0.1):  # type: ignore[no-untyped-def]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
-import redis
+from redis.exceptions import RedisError
 
+from mediator.errors import ConfigError
 from mediator.settings import Settings
+from mediator.storage.clients import Backend
 
 
 def check(settings: Settings, redis_url: str) -> tuple[bool, str]:
@@ -22,7 +25,18 @@ def check(settings: Settings, redis_url: str) -> tuple[bool, str]:
     if age > allowed:
         return False, f"last worker tick {age:.1f} s ago (allowed {allowed:.0f} s)"
     try:
-        redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2).ping()
-    except (redis.RedisError, OSError) as exc:
+        asyncio.run(_ping(redis_url))
+    except (RedisError, OSError, TimeoutError, ConfigError) as exc:
         return False, f"Redis does not answer: {exc}"
     return True, f"ok: last tick {age:.1f} s ago"
+
+
+async def _ping(redis_url: str) -> None:
+    """Any deployment mode: the primary (standalone, Sentinel) or the cluster answers."""
+    backend = Backend(redis_url, max_connections=2)
+    try:
+        async with asyncio.timeout(4):
+            await backend.start()
+            await backend.client.ping()
+    finally:
+        await backend.aclose()

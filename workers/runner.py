@@ -16,7 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mediator.engine import Engine, QueueRef, keys
@@ -26,6 +25,7 @@ from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import NAMESPACES
 from mediator.settings import Settings
+from mediator.storage.clients import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ REGISTRY_CHUNK = 500
 
 class Worker:
     def __init__(
-        self, settings: Settings, redis: Redis, engine: Engine, pusher: Pusher | None = None
+        self, settings: Settings, redis: RedisClient, engine: Engine, pusher: Pusher | None = None
     ) -> None:
         self.settings = settings
         self.redis = redis

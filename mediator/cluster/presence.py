@@ -15,10 +15,9 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from redis.asyncio import Redis
-
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
+from mediator.storage.clients import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +25,7 @@ TakeoverHandler = Callable[[str], Coroutine[Any, Any, None]]  # gets the connect
 
 
 class Presence:
-    def __init__(self, redis: Redis, node_id: str, ttl_seconds: float) -> None:
+    def __init__(self, redis: RedisClient, node_id: str, ttl_seconds: float) -> None:
         self.redis = redis
         self.scripts = Scripts(redis)
         self.node_id = node_id
@@ -46,7 +45,7 @@ class Presence:
     async def claim(self, connection: str, socket_id: str) -> None:
         """Hold `connection`'s live delivery on this socket, taking it from any other."""
         previous = await self.scripts.call(
-            "presence",
+            "hold",
             [keys.connection_keys(connection).presence],
             ["claim", self.owner(socket_id), self.ttl_ms],
         )
@@ -62,7 +61,7 @@ class Presence:
     async def refresh(self, connection: str, socket_id: str) -> bool:
         """Extend the hold; False when another socket has taken over."""
         held = await self.scripts.call(
-            "presence",
+            "hold",
             [keys.connection_keys(connection).presence],
             ["refresh", self.owner(socket_id), self.ttl_ms],
         )
@@ -70,7 +69,7 @@ class Presence:
 
     async def release(self, connection: str, socket_id: str) -> None:
         await self.scripts.call(
-            "presence",
+            "hold",
             [keys.connection_keys(connection).presence],
             ["release", self.owner(socket_id), 0],
         )

@@ -8,14 +8,13 @@ import hashlib
 import hmac
 import secrets
 
-from redis.asyncio import Redis
-
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.errors import ConfigError
+from mediator.storage.clients import RedisClient
 
 
-async def load_identity(redis: Redis, seed_setting: str) -> KeyPair:
+async def load_identity(redis: RedisClient, seed_setting: str) -> KeyPair:
     """The configured seed, else the seed the first node stored in Redis (made if none)."""
     if seed_setting:
         return from_seed_setting(seed_setting)

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.asyncio import Redis
-
 from mediator.didcomm.message import Message
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
+from mediator.storage.clients import RedisClient
 
 
 class ThreadBook:
-    def __init__(self, redis: Redis, ttl_seconds: int) -> None:
+    def __init__(self, redis: RedisClient, ttl_seconds: int) -> None:
         self.scripts = Scripts(redis)
         self.ttl = ttl_seconds
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgpack
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mediator.engine import keys
@@ -37,7 +36,7 @@ from mediator.engine.recipients import (
     received_message,
 )
 from mediator.engine.recipients import text as _s
-from mediator.engine.scripts import Scripts
+from mediator.engine.scripts import ConfirmedScripts, Scripts
 from mediator.errors import (
     InvalidQueueConfig,
     LimitExceeded,
@@ -45,7 +44,9 @@ from mediator.errors import (
     QueueExists,
     QueueInUse,
     QueueNotFound,
+    ReplicationShortfall,
 )
+from mediator.storage.clients import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,18 @@ OUTBOX_GRACE_MS = 5000  # a dead-lettered message still in the outbox after this
 class Engine(RecipientQueues):
     """All queues of one Redis deployment. Safe to share across tasks of one event loop."""
 
-    def __init__(self, redis: Redis, *, shards: int = 16, wake_channel: str = "") -> None:
+    def __init__(
+        self,
+        redis: RedisClient,
+        *,
+        shards: int = 16,
+        wake_channel: str = "",
+        confirmed: ConfirmedScripts | None = None,
+    ) -> None:
         self.redis = redis
         self.shards = shards
+        # Sends wait for replicas or fsyncs through it when the settings ask for them.
+        self.confirmed = confirmed if confirmed is not None and confirmed.enabled else None
         # This node's channel (keys.node_channel), named in a queue's waiters when a receive
         # here waits on it; its WakeHub listens there. Empty: this process never waits.
         self.wake_channel = wake_channel
@@ -219,9 +229,12 @@ class Engine(RecipientQueues):
         args: list[Any] = [ref.qualified, len(lazy) // 2, *lazy]
         for mid, m in zip(ids, messages, strict=True):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
-        r = await self.scripts.call(
-            "send", [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters], args
-        )
+        script_keys = [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters]
+        shortfall: Exception | None = None
+        if self.confirmed is None:
+            r = await self.scripts.call("send", script_keys, args)
+        else:
+            r, shortfall = await self.confirmed.script("send", script_keys, args)
         code = int(r[0])
         if code == -1:
             raise QueueNotFound(ref.name)
@@ -241,6 +254,8 @@ class Engine(RecipientQueues):
             await self._schedule(ref.qualified, sched, lower_only=True)
             if create_with is not None:
                 await self.redis.zadd(keys.registry(ref.namespace), {ref.name: 0}, nx=True)
+        if shortfall is not None:  # stored, and indexed, but not as durably as asked
+            raise ReplicationShortfall(f"{shortfall} (message ids: {', '.join(ids)})")
         return SendResult(message_ids=ids, visible=int(r[3]), delayed=int(r[4]))
 
     async def receive(

@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
+
+from mediator.storage.clients import RedisClient
 
 NAMES = (
     "send",
@@ -36,7 +37,7 @@ NAMES = (
     "peek",
     "connection_create",
     "reclaim_inflight",
-    "presence",
+    "hold",
 )
 
 
@@ -55,7 +56,7 @@ def sha(name: str) -> str:
 class Scripts:
     """The scripts of one Redis client, called by SHA and loaded when the server lacks them."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
 
     async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
@@ -64,3 +65,15 @@ class Scripts:
         except NoScriptError:
             await self._redis.script_load(source(name))  # a restarted or new server
             return await self._redis.evalsha(sha(name), len(keys), *keys, *args)
+
+
+class ConfirmedScripts(Protocol):
+    """Runs a script and waits for the confirmation the settings ask for before a sender is
+    answered (mediator.storage.durability)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    async def script(
+        self, name: str, keys: list[str], args: list[Any]
+    ) -> tuple[Any, Exception | None]: ...

@@ -14,14 +14,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-
 from mediator.didcomm.did_doc import Service
 from mediator.didcomm.invitation import invitation_urls, multi_use_id
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
 from mediator.settings import Settings
+from mediator.storage.clients import RedisClient
 
 RESPONDED = "responded"
 COMPLETED = "completed"
@@ -67,7 +66,7 @@ class Invitation:
 
 
 class HandshakeBook:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
         self.scripts = Scripts(redis)
 

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import httpx
 import websockets
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mediator.didcomm.did_doc import Service
@@ -31,6 +30,7 @@ from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
+from mediator.storage.clients import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ TARGETS_SIZE = 100_000
 class Pusher:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         store: MediationStore,
         mailbox: Mailbox,
         settings: Settings,

@@ -13,12 +13,11 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-from redis.exceptions import WatchError
-
 from mediator.didcomm.did_doc import Service
 from mediator.engine import keys
+from mediator.engine.scripts import Scripts
 from mediator.mediation.handshakes import services_from_json
+from mediator.storage.clients import RedisClient
 
 GRANTED = "granted"
 DENIED = "denied"
@@ -80,8 +79,9 @@ class RouteCache:
 
 
 class MediationStore:
-    def __init__(self, redis: Redis, routes: RouteCache | None = None) -> None:
+    def __init__(self, redis: RedisClient, routes: RouteCache | None = None) -> None:
         self.redis = redis
+        self.scripts = Scripts(redis)
         self.routes = routes or RouteCache(0)
 
     async def connection(self, verkey: str) -> Connection:
@@ -133,22 +133,8 @@ class MediationStore:
 
     async def _release_route(self, key: str, connection: str) -> bool:
         """Delete the route only if it is still this connection's (compare-and-delete)."""
-        route = keys.route(key)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for _ in range(5):
-                try:
-                    await pipe.watch(route)
-                    owner = await pipe.get(route)
-                    if owner is None or _s(owner) != connection:
-                        await pipe.unwatch()  # type: ignore[no-untyped-call]
-                        return False
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.delete(route)
-                    await pipe.execute()
-                    return True
-                except WatchError:
-                    continue
-        return False
+        released = await self.scripts.call("hold", [keys.route(key)], ["release", connection, 0])
+        return bool(int(released))
 
     async def keylist(self, connection: str, offset: int, limit: int) -> tuple[list[str], int]:
         """One page of a connection's keys in name order, and how many it has in all."""

@@ -24,6 +24,7 @@ from mediator.errors import (
     QueueInUse,
     QueueNotFound,
     RequestError,
+    StorageError,
 )
 from mediator.mqs import auth, body, headers, ranges, responses
 from mediator.settings import Settings
@@ -41,6 +42,7 @@ _STATUS: list[tuple[type[MediatorError], int]] = [
     (QueueInUse, 412),
     (InvalidQueueConfig, 400),
     (LimitExceeded, 413),
+    (StorageError, 503),
 ]
 
 

@@ -18,9 +18,9 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from redis.asyncio import Redis
 
 from mediator.engine import keys
+from mediator.storage.clients import RedisClient
 
 NAMESPACES = ("mqs", "didcomm")
 
@@ -91,6 +91,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.confirmations = Counter(
+            "mediator_send_confirmations",
+            "Sends that waited for replicas or fsyncs (--wait-replicas, --wait-fsync), by "
+            "outcome: confirmed, shortfall (answered 503) or error.",
+            ["outcome"],
+            registry=r,
+        )
         self.websockets = Gauge(
             "mediator_websockets", "DIDComm WebSockets open on this node.", registry=r
         )
@@ -108,7 +115,7 @@ class Metrics:
         children[0].inc()
         children[1].observe(seconds)
 
-    async def refresh_queue_totals(self, redis: Redis, shards: int) -> None:
+    async def refresh_queue_totals(self, redis: RedisClient, shards: int) -> None:
         pipe = redis.pipeline(transaction=False)
         for ns in NAMESPACES:
             pipe.zcard(keys.registry(ns))

@@ -1,5 +1,6 @@
--- presence: who holds a recipient's live socket, as "<node>/<socket>" with a short TTL.
--- KEYS[1] the connection's presence key
+-- hold: a string key held by one owner: who holds a recipient's live socket ("<node>/<socket>"
+-- with a short TTL), and whose a route is (release only: compare-and-delete).
+-- KEYS[1] the key
 -- ARGV[1] 'claim', 'refresh' or 'release'  ARGV[2] owner  ARGV[3] ttl (ms)
 -- claim: take it (a second socket takes over); returns the previous owner, or '' if none.
 -- refresh: extend it if still ours; returns 1, or 0 when another owner took it over.

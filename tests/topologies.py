@@ -1,0 +1,230 @@
+"""Redis deployments for the tests, from the same server binary as the embedded default:
+a Sentinel set (a primary, a replica, three sentinels) and a three-primary Redis Cluster,
+all on loopback ports, each server with its append-only file on."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from mediator.embedded import default_binary, free_port
+
+
+def _wait(what: str, ok: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if ok():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+class ServerProcess:
+    """One server process on a free loopback port, its files in `folder`."""
+
+    def __init__(self, binary: str, folder: Path, *args: str, port: int = 0) -> None:
+        self.binary = binary
+        self.folder = folder
+        self.port = port or free_port()
+        self.args = list(args)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServerProcess:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                *self.args,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--dir",
+                str(self.folder),
+                "--logfile",
+                str(self.folder / "server.log"),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait(f"{self.binary} on {self.port}", lambda: self.client().ping())
+        return self
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_connect_timeout=1, socket_timeout=5)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+DATA_ARGS = ("--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction")
+
+
+class SentinelSet:
+    """A primary, `replicas` replicas and three sentinels watching them as `service`; a
+    primary that stops answering is failed over within about two seconds."""
+
+    def __init__(self, root: Path, binary: str = "", *, replicas: int = 1) -> None:
+        self.root = root
+        self.binary = binary or default_binary()
+        self.service = "mymaster"
+        self.servers = [
+            ServerProcess(self.binary, root / f"data-{i}", *DATA_ARGS) for i in range(replicas + 1)
+        ]
+        self.sentinels: list[ServerProcess] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}"
+
+    def start(self) -> SentinelSet:
+        primary, *replicas = self.servers
+        primary.start()
+        for replica in replicas:
+            replica.args += ["--replicaof", "127.0.0.1", str(primary.port)]
+            replica.start()
+        _wait("replicas in sync", lambda: self._replicas_online(primary) == len(replicas))
+        for i in range(3):
+            folder = self.root / f"sentinel-{i}"
+            folder.mkdir(parents=True, exist_ok=True)
+            conf = folder / "sentinel.conf"
+            conf.write_text(
+                f"sentinel monitor {self.service} 127.0.0.1 {primary.port} 2\n"
+                f"sentinel down-after-milliseconds {self.service} 1000\n"
+                f"sentinel failover-timeout {self.service} 10000\n"
+                f"sentinel parallel-syncs {self.service} 1\n"
+            )
+            sentinel = ServerProcess(self.binary, folder, str(conf), "--sentinel")
+            self.sentinels.append(sentinel.start())
+        _wait("sentinels that see each other and the replicas", self._sentinels_ready)
+        return self
+
+    @staticmethod
+    def _replicas_online(primary: ServerProcess) -> int:
+        info = primary.client().info("replication")
+        return sum(
+            1
+            for k, v in info.items()
+            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+        )
+
+    def _sentinels_ready(self) -> bool:
+        for sentinel in self.sentinels:
+            state = sentinel.client().sentinel_master(self.service)
+            if int(state["num-other-sentinels"]) < 2 or int(state["num-slaves"]) < 1:
+                return False
+        return True
+
+    def primary_port(self) -> int:
+        address = (
+            self.sentinels[0]
+            .client()
+            .execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+        )
+        return int(address[1])
+
+    def primary(self) -> ServerProcess:
+        port = self.primary_port()
+        return next(s for s in self.servers if s.port == port)
+
+    def kill_primary_and_wait_for_failover(self) -> ServerProcess:
+        """SIGKILL the primary; returns the replica the sentinels promoted."""
+        old = self.primary()
+        old.kill()
+        _wait("a failover", lambda: self.primary_port() != old.port, timeout=30)
+        new = self.primary()
+        _wait("the new primary", lambda: new.client().info("replication")["role"] == "master")
+        return new
+
+    def flushall(self) -> None:
+        self.primary().client().flushall()
+
+    def stop(self) -> None:
+        for process in [*self.sentinels, *self.servers]:
+            process.stop()
+
+
+class LocalCluster:
+    """A Redis Cluster of `primaries` primaries (no replicas), the slots split evenly."""
+
+    SLOTS = 16384
+
+    def __init__(self, root: Path, binary: str = "", *, primaries: int = 3) -> None:
+        self.binary = binary or default_binary()
+        self.bus_ports = [free_port() for _ in range(primaries)]  # not port + 10000: > 65535
+        self.nodes = [
+            ServerProcess(
+                self.binary,
+                root / f"node-{i}",
+                *DATA_ARGS,
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--cluster-port",
+                str(bus),
+            )
+            for i, bus in enumerate(self.bus_ports)
+        ]
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def start(self) -> LocalCluster:
+        for node in self.nodes:
+            node.start()
+        share = self.SLOTS // len(self.nodes)
+        for i, node in enumerate(self.nodes):
+            last = self.SLOTS - 1 if i == len(self.nodes) - 1 else (i + 1) * share - 1
+            node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
+        first = self.nodes[0].client()
+        for node, bus in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
+            first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
+        _wait("the cluster to form", self._formed, timeout=30)
+        return self
+
+    def _formed(self) -> bool:
+        for node in self.nodes:
+            info = node.client().execute_command("CLUSTER", "INFO").decode()
+            fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+            if fields.get("cluster_state") != "ok" or fields.get("cluster_known_nodes") != str(
+                len(self.nodes)
+            ):
+                return False
+        return True
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.client().flushall()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
