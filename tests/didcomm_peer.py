@@ -3,6 +3,7 @@ access to its transports, and a third-party sender's forward."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -12,7 +13,18 @@ from mediator.client.transports import ENVELOPE_TYPE
 
 ENVELOPE = {"content-type": ENVELOPE_TYPE}
 
-__all__ = ["ENVELOPE", "Peer", "attachments", "forward", "mediator_key", "message"]
+__all__ = [
+    "ENVELOPE",
+    "Peer",
+    "attachments",
+    "collect",
+    "forward",
+    "live_peer",
+    "mediator_key",
+    "message",
+]
+
+LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
 
 
 class Peer(Recipient):
@@ -58,3 +70,35 @@ async def forward(
     data = Sender(mediator).wrap(to, content, extra=extra_kids)
     async with httpx.AsyncClient(base_url=base) as client:
         return await client.post("/", content=data, headers=ENVELOPE)
+
+
+async def live_peer(base: str, med: str, like: Recipient | None = None) -> Peer:
+    """A WebSocket recipient of the node at `base` in live mode: a new connection granted
+    mediation with a registered key (`recipient_keys`), or `like`'s connection again."""
+    peer = Peer(base, med, "ws")
+    await peer.connect()
+    if like is None:
+        await peer.exchange()
+        await peer.mediate()
+    else:
+        peer.keys, peer.mediator = like.keys, like.mediator
+        peer.recipient_keys = like.recipient_keys
+    status = await peer.send(dict(LIVE, **{"@id": Recipient.new_id()}))
+    assert status is not None and status["live_delivery"] is True
+    return peer
+
+
+async def collect(peer: Peer, want: int, seen: dict[str, Any], wait: float = 10) -> None:
+    """Read deliveries until `want` distinct message ids were seen (id -> opened message);
+    acknowledge each."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while len(seen) < want and loop.time() < deadline:
+        try:
+            delivery = await peer.next_message(wait=max(0.1, deadline - loop.time()))
+        except TimeoutError:
+            break
+        items = attachments(delivery)
+        for mid, body in items:
+            seen.setdefault(mid, peer.open(body))
+        await peer.ack([mid for mid, _ in items])

@@ -11,12 +11,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from mediator.client import Recipient, attachments, message
+from mediator.client import attachments
 from mediator.engine import keys
-from tests.didcomm_peer import Peer, forward, mediator_key
+from tests.didcomm_peer import collect, forward, live_peer, mediator_key
 from tests.servers import Node
-
-LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
 
 
 @pytest.fixture(scope="module")
@@ -32,22 +30,6 @@ def pair(redis_url: str) -> Iterator[tuple[Node, Node]]:
         node.stop()
 
 
-async def _live_peer(node: Node, med: str, like: Recipient | None = None) -> Peer:
-    """A WebSocket recipient of `node` in live mode: a new connection granted mediation with
-    a registered key (`recipient_keys`), or `like`'s connection again."""
-    peer = Peer(node.base, med, "ws")
-    await peer.connect()
-    if like is None:
-        await peer.exchange()
-        await peer.mediate()
-    else:
-        peer.keys, peer.mediator = like.keys, like.mediator
-        peer.recipient_keys = like.recipient_keys
-    status = await peer.send(dict(LIVE, **{"@id": Recipient.new_id()}))
-    assert status is not None and status["live_delivery"] is True
-    return peer
-
-
 def _ids(delivery: dict) -> list[str]:  # type: ignore[type-arg]
     return [i for i, _ in attachments(delivery)]
 
@@ -57,7 +39,7 @@ async def test_a_second_socket_on_another_node_takes_over(
 ) -> None:
     a, b = pair
     med = await mediator_key(a.base)
-    first = await _live_peer(a, med)
+    first = await live_peer(a.base, med)
     [key] = first.recipient_keys
     r = redis.Redis.from_url(redis_url)
     holder = r.get(keys.connection_keys(first.verkey).presence)
@@ -67,7 +49,7 @@ async def test_a_second_socket_on_another_node_takes_over(
     one = await first.next_message()
     assert [first.open(b_) for _, b_ in attachments(one)] == [{"n": 1}]
 
-    second = await _live_peer(b, med, like=first)  # same connection, node B, not acked yet
+    second = await live_peer(b.base, med, like=first)  # same connection, node B, not acked yet
     again = await second.next_message(wait=5)  # offered again at once, not after 30 s
     assert _ids(again) == _ids(one)
     assert r.get(keys.connection_keys(first.verkey).presence) != holder
@@ -88,7 +70,7 @@ async def test_a_socket_that_closes_gives_up_its_hold(
 ) -> None:
     a, _ = pair
     med = await mediator_key(a.base)
-    peer = await _live_peer(a, med)
+    peer = await live_peer(a.base, med)
     r = redis.Redis.from_url(redis_url)
     presence = keys.connection_keys(peer.verkey).presence
     assert r.get(presence) is not None
@@ -111,7 +93,7 @@ async def test_deliveries_of_a_killed_node_are_offered_at_once_on_reconnect(
     await asyncio.to_thread(doomed.start)
     try:
         med = await mediator_key(doomed.base)
-        first = await _live_peer(doomed, med)
+        first = await live_peer(doomed.base, med)
         [key] = first.recipient_keys
         await forward(b.base, med, key, {"n": "in flight"})
         carried = await first.next_message()
@@ -119,7 +101,7 @@ async def test_deliveries_of_a_killed_node_are_offered_at_once_on_reconnect(
         await first.close()
         loop = asyncio.get_running_loop()
         started = loop.time()
-        second = await _live_peer(b, med, like=first)
+        second = await live_peer(b.base, med, like=first)
         again = await second.next_message(wait=5)
         assert _ids(again) == _ids(carried)
         assert loop.time() - started < 5  # not the 30 s deadline
@@ -138,27 +120,12 @@ def trio(pair: tuple[Node, Node], redis_url: str) -> Iterator[tuple[Node, Node, 
     third.stop()
 
 
-async def _collect(peer: Peer, want: int, seen: dict[str, dict], wait: float = 10) -> None:  # type: ignore[type-arg]
-    """Read deliveries until `want` distinct message ids were seen; acknowledge each."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    while len(seen) < want and loop.time() < deadline:
-        try:
-            delivery = await peer.next_message(wait=max(0.1, deadline - loop.time()))
-        except TimeoutError:
-            break
-        items = attachments(delivery)
-        for mid, body in items:
-            seen.setdefault(mid, peer.open(body))
-        await peer.ack([mid for mid, _ in items])
-
-
 async def test_three_nodes_deliver_every_forward_live_in_order_per_sender(
     trio: tuple[Node, Node, Node],
 ) -> None:
     a, b, c = trio
     med = await mediator_key(a.base)
-    peer = await _live_peer(a, med)
+    peer = await live_peer(a.base, med)
     [key] = peer.recipient_keys
 
     async def sender(name: str, via: Node) -> None:
@@ -168,7 +135,7 @@ async def test_three_nodes_deliver_every_forward_live_in_order_per_sender(
 
     await asyncio.gather(sender("b", b), sender("c", c))
     seen: dict[str, dict] = {}  # type: ignore[type-arg]
-    await _collect(peer, 40, seen)
+    await collect(peer, 40, seen)
     got = list(seen.values())
     assert len(got) == 40
     for name in ("b", "c"):
@@ -184,17 +151,17 @@ async def test_a_node_killed_mid_stream_loses_nothing(
     await asyncio.to_thread(doomed.start)
     try:
         med = await mediator_key(doomed.base)
-        first = await _live_peer(doomed, med)
+        first = await live_peer(doomed.base, med)
         [key] = first.recipient_keys
         seen: dict[str, dict] = {}  # type: ignore[type-arg]
         stream = asyncio.create_task(_send_stream(c.base, med, key, 60))
-        await _collect(first, 20, seen, wait=10)
+        await collect(first, 20, seen, wait=10)
         doomed.kill()  # mid-stream, with deliveries on the wire and unacknowledged
         await first.close()
-        second = await _live_peer(b, med, like=first)
+        second = await live_peer(b.base, med, like=first)
         await stream
         # Messages queued while nobody was live wait in the queue: fetch them as Credo does.
-        await _collect(second, 60, seen, wait=5)
+        await collect(second, 60, seen, wait=5)
         while len(seen) < 60:
             delivery = attachments(await second.deliver())
             if not delivery:

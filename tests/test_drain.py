@@ -10,11 +10,9 @@ import time
 import httpx
 import websockets
 
-from mediator.client import attachments, message
-from tests.didcomm_peer import Peer, forward, mediator_key
+from mediator.client import attachments
+from tests.didcomm_peer import LIVE, Peer, forward, mediator_key
 from tests.servers import Node
-
-LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
 
 
 async def test_sigterm_drains_sockets_and_requests_then_exits(

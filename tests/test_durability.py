@@ -1,4 +1,6 @@
-"""A Redis restart loses no send that was answered 201."""
+"""What "accepted" means: a Redis restart loses no send answered 201 (mqs) or 202 (a
+forward); with --wait-replicas / --wait-fsync a send is answered only once confirmed, and
+one that is not gets 503 naming what was stored."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mediator.embedded import EmbeddedServer
+from mediator.client import attachments
+from mediator.embedded import EmbeddedServer, default_binary
+from tests.didcomm_peer import Peer, forward, mediator_key
 from tests.mqs_client import create, parts
 from tests.servers import Node, start_binary_server
+from tests.topologies import LocalCluster, ServerProcess
 
 
 @pytest.fixture
@@ -88,3 +93,133 @@ async def test_redis_crash_with_fsync_always_loses_no_accepted_send(own_redis: E
     accepted, received = await _send_through_restart(own_redis, crash=True, appendfsync="always")
     assert len(accepted) > 100
     assert accepted <= received
+
+
+async def test_a_redis_crash_with_fsync_always_loses_no_accepted_forward(
+    own_redis: EmbeddedServer,
+):
+    """DIDComm's "accepted" (202 to a forward) survives a crash of the server as mqs's 201."""
+    import redis
+
+    redis.Redis.from_url(own_redis.url).config_set("appendfsync", "always")
+    node = Node(own_redis.url, MEDIATOR_IN_PROCESS_WORKER="false").start()
+    accepted: set[int] = set()
+    try:
+        med = await mediator_key(node.base)
+        async with Peer(node.base, med) as peer:
+            key = await peer.mediate()
+            stop = asyncio.Event()
+            counter = iter(range(1_000_000))
+
+            async def sender() -> None:
+                while not stop.is_set():
+                    n = next(counter)
+                    with contextlib.suppress(httpx.HTTPError):
+                        r = await forward(node.base, med, key, {"n": n})
+                        if r.status_code == 202:
+                            accepted.add(n)
+                        else:
+                            assert r.status_code == 503, r.text
+                            await asyncio.sleep(0.01)
+
+            senders = [asyncio.create_task(sender()) for _ in range(3)]
+            await asyncio.sleep(0.7)
+            await asyncio.to_thread(restart, own_redis, crash=True)
+            await asyncio.sleep(0.7)
+            stop.set()
+            await asyncio.gather(*senders)
+            received: set[int] = set()
+            for _ in range(1000):
+                delivery = await peer.deliver(limit=100)
+                items = attachments(delivery)
+                if not items:
+                    break
+                received.update(peer.open(body)["n"] for _, body in items)
+                await peer.ack([mid for mid, _ in items])
+    finally:
+        node.stop()
+    assert len(accepted) > 50
+    assert accepted <= received
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def test_a_send_replicas_did_not_confirm_answers_503_and_names_what_was_stored(
+    own_redis: EmbeddedServer,
+):
+    """--wait-replicas 1 on a server with no replica: every send is stored, and refused."""
+    node = Node(
+        own_redis.url, MEDIATOR_WAIT_REPLICAS="1", MEDIATOR_WAIT_TIMEOUT_SECONDS="0.2"
+    ).start()
+    try:
+        assert "will be refused until enough replicas are back" in node.output()
+        async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
+            await create(http, "unconfirmed")
+            r = await http.post("/messages/unconfirmed", content=b"kept anyway")
+            assert r.status_code == 503
+            error = r.json()["error"]
+            assert "within 200 ms only 0 of 1 replica(s) confirmed it" in error
+            stored = await http.get("/messages/unconfirmed", headers={"X-MQS-MAX-MESSAGES": "1"})
+            assert stored.status_code == 200 and stored.content == b"kept anyway"
+            assert stored.headers["X-MQS-MESSAGE-ID"] in error  # the sender can tell which
+
+            med = await mediator_key(node.base)
+            async with Peer(node.base, med) as peer:
+                key = await peer.mediate()
+                answer = await forward(node.base, med, key, {"n": 1})
+                assert answer.status_code == 503
+                assert "replica" in answer.json()["error"]
+            metrics = (await http.get("/metrics")).text
+            shortfalls = 'mediator_send_confirmations_total{outcome="shortfall"}'
+            assert _metric(metrics, shortfalls) == 2
+    finally:
+        node.stop()
+
+
+def test_wait_fsync_is_refused_at_start_without_an_append_only_file(tmp_path: Path) -> None:
+    server = ServerProcess(default_binary(), tmp_path / "no-aof", "--appendonly", "no").start()
+    try:
+        node = Node(f"redis://127.0.0.1:{server.port}/0", MEDIATOR_WAIT_FSYNC="true")
+        with pytest.raises(RuntimeError, match="needs WAITAOF"):
+            node.start()
+    finally:
+        server.stop()
+
+
+async def test_sends_on_a_cluster_wait_on_the_primary_of_their_queue(tmp_path: Path) -> None:
+    """The wait runs on the connection that wrote, for queues on every primary."""
+    cluster = await asyncio.to_thread(LocalCluster(tmp_path / "cluster").start)
+    try:
+        fsync = Node(cluster.url, MEDIATOR_WAIT_FSYNC="true").start()
+        replicas = Node(
+            cluster.url,
+            MEDIATOR_WAIT_REPLICAS="1",
+            MEDIATOR_WAIT_TIMEOUT_SECONDS="0.1",
+            MEDIATOR_IN_PROCESS_WORKER="false",
+        ).start()
+        try:
+            async with httpx.AsyncClient(base_url=fsync.base, timeout=30) as http:
+                names = [f"slot-{i}" for i in range(12)]  # spread over the three primaries
+                for name in names:
+                    await create(http, name)
+                    r = await http.post(f"/messages/{name}", content=name.encode())
+                    assert r.status_code == 201, r.text
+                metrics = (await http.get("/metrics")).text
+                confirmed = 'mediator_send_confirmations_total{outcome="confirmed"}'
+                assert _metric(metrics, confirmed) == len(names)
+            async with httpx.AsyncClient(base_url=replicas.base, timeout=30) as http:
+                r = await http.post("/messages/slot-0", content=b"no replica here")
+                assert r.status_code == 503 and "only 0 of 1" in r.json()["error"]
+                for name in names:  # every message is there, the refused one too
+                    got = await http.get(f"/messages/{name}", headers={"X-MQS-MAX-MESSAGES": "9"})
+                    expected = {name.encode()} | (
+                        {b"no replica here"} if name == "slot-0" else set()
+                    )
+                    assert {p.body for p in parts(got)} == expected
+        finally:
+            fsync.stop()
+            replicas.stop()
+    finally:
+        cluster.stop()

@@ -71,7 +71,7 @@ class Durability:
         client = self.backend.pinned(probe_key)
         if self.fsync:
             try:
-                await client.execute_command("WAITAOF", 0, 0, 0)  # type: ignore[no-untyped-call]
+                await client.execute_command("WAITAOF", 1, 0, 1)  # type: ignore[no-untyped-call]
             except ResponseError as exc:
                 raise ConfigError(
                     f"--wait-fsync needs WAITAOF (Redis 7.2+ or Valkey) with appendonly on: "

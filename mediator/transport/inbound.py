@@ -25,6 +25,7 @@ from mediator.errors import (
     NotAddressedHere,
     ProblemReport,
     QueueError,
+    ReplicationShortfall,
     StorageError,
 )
 from mediator.mediation.handshakes import RESPONDED
@@ -121,6 +122,9 @@ class Pipeline:
     async def handle(self, raw: bytes, session: Session, *, capacity: int | None) -> Outcome:
         try:
             outcome = await self._handle(raw, session, capacity)
+        except ReplicationShortfall as exc:  # stored, but not as durably as the settings ask
+            log.warning("send not confirmed: %s", exc)
+            outcome = Outcome(refusal=Refusal(503, "not-confirmed", str(exc)))
         except (RedisError, StorageError, OSError) as exc:
             log.warning("storage unavailable: %s", exc)
             outcome = Outcome(

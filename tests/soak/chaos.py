@@ -25,11 +25,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from mediator.client import ClientError, Recipient, attachments, message
-from tests.didcomm_peer import Peer, mediator_key
+from mediator.client import ClientError, Recipient, attachments
+from tests.didcomm_peer import LIVE, Peer, mediator_key
 from tests.servers import Node, RedisUnderTest
-
-LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
 
 
 @dataclass

@@ -1,0 +1,111 @@
+"""Sentinel: nodes find the primary through the sentinels and follow a failover. With
+--wait-replicas 1, a primary killed under traffic loses nothing that was answered as
+accepted, and live delivery carries on through the new primary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.didcomm_peer import collect, forward, live_peer, mediator_key
+from tests.mqs_client import create, parts
+from tests.servers import Node
+from tests.topologies import SentinelSet
+
+
+@pytest.fixture(scope="module")
+def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
+    """A primary with two replicas: one is left to confirm sends after a failover."""
+    deployment = SentinelSet(Path(tmp_path_factory.mktemp("sentinel")), replicas=2)
+    deployment.start()
+    yield deployment
+    deployment.stop()
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: SentinelSet) -> None:
+    env = {"MEDIATOR_WAIT_REPLICAS": "1", "MEDIATOR_WAIT_TIMEOUT_SECONDS": "2"}
+    a = Node(sentinels.url, **env)
+    b = Node(sentinels.url, MEDIATOR_IN_PROCESS_WORKER="false", **env)
+    await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
+    accepted: set[str] = set()
+    after_failover: set[str] = set()
+    failed_over = asyncio.Event()
+    try:
+        med = await mediator_key(a.base)
+        peer = await live_peer(a.base, med)  # its socket on A, forwards through B
+        [key] = peer.recipient_keys
+        async with (
+            httpx.AsyncClient(base_url=a.base, timeout=30) as http_a,
+            httpx.AsyncClient(base_url=b.base, timeout=30) as http_b,
+        ):
+            await create(http_a, "through-failover")
+            stop = asyncio.Event()
+
+            async def sender(http: httpx.AsyncClient, i: int) -> None:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    with contextlib.suppress(httpx.HTTPError):
+                        r = await http.post("/messages/through-failover", content=b"%d-%d" % (i, n))
+                        if r.status_code == 201:
+                            accepted.update(r.json()["messageIds"])
+                            if failed_over.is_set():
+                                after_failover.update(r.json()["messageIds"])
+                            continue
+                        assert r.status_code == 503, r.text  # refused, and it says so
+                        assert "error" in r.json()
+                    await asyncio.sleep(0.05)
+
+            senders = [asyncio.create_task(sender(h, i)) for i, h in enumerate([http_a, http_b])]
+            await asyncio.sleep(1.0)
+            old = sentinels.primary()
+            new = await asyncio.to_thread(sentinels.kill_primary_and_wait_for_failover)
+            assert new.port != old.port
+            failed_over.set()
+            for _ in range(100):  # the nodes follow: sends are accepted again
+                if len(after_failover) >= 20:
+                    break
+                await asyncio.sleep(0.1)
+            stop.set()
+            await asyncio.gather(*senders)
+            assert len(after_failover) >= 20, "the nodes did not follow the failover"
+            assert len(accepted) > 50
+
+            received: set[str] = set()
+            while True:
+                r = await http_b.get(
+                    "/messages/through-failover", headers={"X-MQS-MAX-MESSAGES": "1000"}
+                )
+                assert r.status_code == 200
+                if r.headers["X-MQS-MESSAGE-COUNT"] == "0":
+                    break
+                received.update(p.headers["x-mqs-message-id"] for p in parts(r))
+            print(f"accepted {len(accepted)}, after the failover {len(after_failover)}")
+            assert accepted <= received  # nothing answered 201 was lost
+
+            # Live delivery goes on: B's forward wakes A's socket through the new primary.
+            answer = await forward(b.base, med, key, {"after": "failover"})
+            assert answer.status_code == 202
+            seen: dict[str, dict[str, str]] = {}
+            await collect(peer, 1, seen, wait=10)
+            assert list(seen.values()) == [{"after": "failover"}]
+            await peer.close()
+
+            metrics = (await http_a.get("/metrics")).text + (await http_b.get("/metrics")).text
+            confirmed = 'mediator_send_confirmations_total{outcome="confirmed"}'
+            assert _metric(metrics, confirmed) > 0
+    finally:
+        a.stop()
+        b.stop()

@@ -1,0 +1,57 @@
+"""Redis URLs: each deployment mode's form, and a clear error for every malformed one."""
+
+from __future__ import annotations
+
+import pytest
+
+from mediator.errors import ConfigError
+from mediator.storage.target import Mode, parse
+
+
+def test_standalone_urls_are_taken_as_they_are() -> None:
+    for url in ("redis://127.0.0.1:6379/2", "rediss://h:6380/0", "unix:///tmp/r.sock?db=1"):
+        target = parse(url)
+        assert (target.mode, target.url) == (Mode.STANDALONE, url)
+    assert parse("rediss://h:6380/0").tls
+
+
+def test_a_sentinel_url_names_its_sentinels_service_database_and_passwords() -> None:
+    target = parse(
+        "redis+sentinel://app:s%40cret@10.0.0.1:26380,10.0.0.2,[::1]:26381/mymaster/4"
+        "?sentinel_password=watch"
+    )
+    assert target.mode is Mode.SENTINEL
+    assert target.hosts == (("10.0.0.1", 26380), ("10.0.0.2", 26379), ("::1", 26381))
+    assert (target.service, target.db) == ("mymaster", 4)
+    assert (target.username, target.password) == ("app", "s@cret")
+    assert target.sentinel_password == "watch"
+    assert not target.tls
+    assert "s@cret" not in target.redacted and "s%40cret" not in target.redacted
+    assert target.redacted.startswith("redis+sentinel://app:***@10.0.0.1:26380")
+
+
+def test_a_cluster_url_lists_start_nodes_with_the_default_port() -> None:
+    target = parse("rediss+cluster://:pw@a:7000,b")
+    assert target.mode is Mode.CLUSTER
+    assert target.hosts == (("a", 7000), ("b", 6379))
+    assert (target.username, target.password, target.tls) == (None, "pw", True)
+    assert parse("redis+cluster://a:7000/0").hosts == (("a", 7000),)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("localhost:6379", "not a Redis URL"),
+        ("http://localhost", "unknown Redis URL scheme"),
+        ("redis+mongo://a", "unknown Redis URL scheme"),
+        ("redis+sentinel://a:26379", "names the service"),
+        ("redis+sentinel://a:26379/m/x", "not a number"),
+        ("redis+cluster://a:7000/2", "only database 0"),
+        ("redis+cluster://a:port", "not a number"),
+        ("redis+cluster:///", "no host"),
+        ("redis+cluster://:7000", "empty host"),
+    ],
+)
+def test_malformed_urls_are_refused_with_what_was_expected(url: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        parse(url)
