@@ -42,6 +42,8 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
     accepted: set[str] = set()
     after_failover: set[str] = set()
     failed_over = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    killed_at = back_at = 0.0
     try:
         med = await mediator_key(a.base)
         peer = await live_peer(a.base, med)  # its socket on A, forwards through B
@@ -62,6 +64,8 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
                         if r.status_code == 201:
                             accepted.update(r.json()["messageIds"])
                             if failed_over.is_set():
+                                nonlocal back_at
+                                back_at = back_at or loop.time()
                                 after_failover.update(r.json()["messageIds"])
                             continue
                         assert r.status_code == 503, r.text  # refused, and it says so
@@ -71,6 +75,7 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
             senders = [asyncio.create_task(sender(h, i)) for i, h in enumerate([http_a, http_b])]
             await asyncio.sleep(1.0)
             old = sentinels.primary()
+            killed_at = loop.time()
             new = await asyncio.to_thread(sentinels.kill_primary_and_wait_for_failover)
             assert new.port != old.port
             failed_over.set()
@@ -92,7 +97,10 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
                 if r.headers["X-MQS-MESSAGE-COUNT"] == "0":
                     break
                 received.update(p.headers["x-mqs-message-id"] for p in parts(r))
-            print(f"accepted {len(accepted)}, after the failover {len(after_failover)}")
+            print(
+                f"accepted {len(accepted)}, {len(after_failover)} of them after the failover; "
+                f"accepted again {back_at - killed_at:.1f} s after the kill"
+            )
             assert accepted <= received  # nothing answered 201 was lost
 
             # Live delivery goes on: B's forward wakes A's socket through the new primary.
