@@ -35,9 +35,10 @@ engine-redis7: install
 		echo "skipping the Redis 7 engine run: $(DEBIAN_REDIS) is missing"; \
 	fi
 
-# The engine, pickup and mqs suites once more on a Sentinel set (primary, replica, three
-# sentinels; every send waits for the replica) and on a three-primary Redis Cluster (every
-# send waits for the primary's fsync), started from the same server binary (tests/topologies.py).
+# The engine, pickup and mqs suites and the short chaos soak once more on a Sentinel set
+# (primary, replica, three sentinels; every send waits for the replica) and on a three-primary
+# Redis Cluster (every send waits for the primary's fsync), started from the same server
+# binary (tests/topologies.py).
 topologies: install
 	MEDIATOR_TEST_TOPOLOGY=sentinel MEDIATOR_WAIT_REPLICAS=1 $(PY) -m pytest -m "engine or topology"
 	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PY) -m pytest -m "engine or topology"

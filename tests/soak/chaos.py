@@ -27,7 +27,7 @@ import httpx
 
 from mediator.client import ClientError, Recipient, attachments
 from tests.didcomm_peer import LIVE, Peer, mediator_key
-from tests.servers import Node, RedisUnderTest
+from tests.servers import TOPOLOGIES, Node, RedisUnderTest
 
 
 @dataclass
@@ -208,8 +208,9 @@ async def chaos(cluster: Cluster, every: float, tally: Tally, until: asyncio.Eve
 
 
 async def soak(args: argparse.Namespace) -> int:
-    redis = RedisUnderTest()
+    redis = RedisUnderTest(args.topology)
     redis.start()
+    print(f"Redis: {redis.kind}", flush=True)
     cluster = Cluster(redis.url, args.nodes)
     tally = Tally()
     started = time.monotonic()
@@ -268,6 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--settle", type=float, default=30.0, help="seconds to wait for the last deliveries"
+    )
+    parser.add_argument(
+        "--topology",
+        choices=TOPOLOGIES,
+        default="",
+        help="the Redis deployment: standalone, a Sentinel set or a three-primary Redis "
+        "Cluster (default: MEDIATOR_TEST_TOPOLOGY, else standalone)",
     )
     return asyncio.run(soak(parser.parse_args(argv)))
 
