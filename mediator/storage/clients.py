@@ -103,14 +103,19 @@ class Backend:
             options["ssl"] = True
         return options
 
+    def _packing(self, connection_class: type[Connection]) -> dict[str, Any]:
+        """The hiredis-packing connection class, except over TLS, where redis-py's own SSL
+        connection class must be kept (a class given here would replace it)."""
+        return {} if self.target.tls else {"connection_class": connection_class}
+
     def _command_client(self) -> RedisClient:
         t = self.target
         if t.mode is Mode.STANDALONE:
             return Redis.from_url(
                 t.url,
-                connection_class=CONNECTION_CLASS,
                 max_connections=self._max_connections,
                 retry=_no_retry(),
+                **self._packing(CONNECTION_CLASS),
                 **COMMAND_OPTIONS,
             )
         if t.mode is Mode.SENTINEL:
@@ -118,7 +123,7 @@ class Backend:
                 Redis,
                 self._sentinels().master_for(
                     t.service,
-                    connection_class=SENTINEL_CONNECTION_CLASS,
+                    **self._packing(SENTINEL_CONNECTION_CLASS),
                     max_connections=self._max_connections,
                     retry=_no_retry(),
                     db=t.db,

@@ -1,10 +1,14 @@
-"""Redis URLs: each deployment mode's form, and a clear error for every malformed one."""
+"""Redis URLs: each deployment mode's form, a clear error for every malformed one, and TLS
+kept in every mode."""
 
 from __future__ import annotations
 
 import pytest
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection
 
 from mediator.errors import ConfigError
+from mediator.storage.clients import Backend
 from mediator.storage.target import Mode, parse
 
 
@@ -55,3 +59,24 @@ def test_a_cluster_url_lists_start_nodes_with_the_default_port() -> None:
 def test_malformed_urls_are_refused_with_what_was_expected(url: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         parse(url)
+
+
+async def test_tls_urls_connect_with_tls_in_every_mode() -> None:
+    """A rediss URL must never fall back to a plain connection (the packing connection class
+    the clients use otherwise would replace redis-py's SSL one)."""
+    plain = Backend("redis://127.0.0.1:6379/0")
+    tls = Backend("rediss://127.0.0.1:6380/0")
+    sentinel = Backend("rediss+sentinel://127.0.0.1:26379/mymaster")
+    cluster = Backend("rediss+cluster://127.0.0.1:7000")
+    try:
+        assert not issubclass(plain.client.connection_pool.connection_class, SSLConnection)
+        assert issubclass(tls.client.connection_pool.connection_class, SSLConnection)
+        assert issubclass(sentinel.client.connection_pool.connection_class, SSLConnection)
+        assert isinstance(cluster.client, RedisCluster)
+        assert issubclass(
+            cluster.client.nodes_manager.startup_nodes["127.0.0.1:7000"].connection_class,
+            SSLConnection,
+        )
+    finally:
+        for backend in (plain, tls, sentinel, cluster):
+            await backend.aclose()
