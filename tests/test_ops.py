@@ -25,6 +25,7 @@ from openapi_spec_validator import validate
 from prometheus_client.parser import text_string_to_metric_families
 
 from mediator.app import create_app
+from mediator.embedded import free_port
 from mediator.settings import Settings, env_name, settings_fields
 from tests.mqs_client import create, queue_headers, send
 from tests.servers import Node, RedisUnderTest, start_binary_server
@@ -653,3 +654,21 @@ async def test_non_ascii_part_headers_are_refused_and_nothing_is_stored(
     assert "part 2" in sent.json()["error"] and "ASCII" in sent.json()["error"]
     r = await http.get(f"/messages/{qname}", headers={"X-MQS-MAX-MESSAGES": "10"})
     assert r.status_code == 200 and r.json() == []
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_a_malformed_redis_url_is_refused_at_start_with_what_was_expected(command: str):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")}
+    env["MEDIATOR_REDIS_URL"] = "redis+sentinel://127.0.0.1:26379"  # no service name
+    args = [sys.executable, "-m", "mediator", command]
+    if command == "serve":
+        args += ["--port", str(free_port())]
+    out = subprocess.run(
+        args,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "a Sentinel URL names the service after the hosts" in out.stderr
