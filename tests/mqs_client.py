@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
+
 import httpx
 
 from mediator.mqs import multipart
@@ -72,3 +76,35 @@ async def receive(
     if wait is not None:
         h["X-MQS-WAIT-TIME"] = str(wait)
     return parts(await http.get(f"/messages/{name}", headers=h))
+
+
+async def send_until(
+    http: httpx.AsyncClient,
+    name: str,
+    stop: asyncio.Event,
+    on_accepted: Callable[[list[str]], None],
+    tag: str = "",
+) -> None:
+    """Send numbered messages until `stop`, through whatever storage trouble: the ids of
+    each one answered 201 go to `on_accepted`; any other answer must be a clear 503."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+        with contextlib.suppress(httpx.HTTPError):
+            r = await http.post(f"/messages/{name}", content=f"{tag}-{n}".encode())
+            if r.status_code == 201:
+                on_accepted(r.json()["messageIds"])
+                continue
+            assert r.status_code == 503, r.text  # refused, and it says so
+            assert "error" in r.json()
+        await asyncio.sleep(0.01)
+
+
+async def receive_all_ids(http: httpx.AsyncClient, name: str) -> set[str]:
+    """Receive until the queue answers empty; the ids of everything handed out."""
+    received: set[str] = set()
+    while True:
+        r = await http.get(f"/messages/{name}", headers={"X-MQS-MAX-MESSAGES": "1000"})
+        if r.headers.get("X-MQS-MESSAGE-COUNT") == "0":
+            return received
+        received.update(p.headers["x-mqs-message-id"] for p in parts(r))

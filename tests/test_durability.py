@@ -16,7 +16,7 @@ import pytest
 from mediator.client import attachments
 from mediator.embedded import EmbeddedServer, default_binary
 from tests.didcomm_peer import Peer, forward, mediator_key
-from tests.mqs_client import create, parts
+from tests.mqs_client import create, parts, receive_all_ids, send_until
 from tests.servers import Node, start_binary_server
 from tests.topologies import LocalCluster, ServerProcess
 
@@ -52,32 +52,16 @@ async def _send_through_restart(
         async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
             await create(http, "durable")
             stop = asyncio.Event()
-
-            async def sender(i: int) -> None:
-                n = 0
-                while not stop.is_set():
-                    n += 1
-                    with contextlib.suppress(httpx.HTTPError):
-                        r = await http.post("/messages/durable", content=b"%d-%d" % (i, n))
-                        if r.status_code == 201:
-                            accepted.update(r.json()["messageIds"])
-                        else:
-                            assert r.status_code == 503, r.text  # refused, clearly
-                            await asyncio.sleep(0.01)
-
-            senders = [asyncio.create_task(sender(i)) for i in range(4)]
+            senders = [
+                asyncio.create_task(send_until(http, "durable", stop, accepted.update, str(i)))
+                for i in range(4)
+            ]
             await asyncio.sleep(0.7)
             await asyncio.to_thread(restart, server, crash=crash)
             await asyncio.sleep(0.7)
             stop.set()
             await asyncio.gather(*senders)
-            received: set[str] = set()
-            while True:
-                r = await http.get("/messages/durable", headers={"X-MQS-MAX-MESSAGES": "1000"})
-                assert r.status_code == 200
-                if r.headers["X-MQS-MESSAGE-COUNT"] == "0":
-                    break
-                received.update(p.headers["x-mqs-message-id"] for p in parts(r))
+            received = await receive_all_ids(http, "durable")
     finally:
         node.stop()
     return accepted, received

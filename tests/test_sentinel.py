@@ -5,7 +5,6 @@ accepted, and live delivery carries on through the new primary."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import httpx
 import pytest
 
 from tests.didcomm_peer import collect, forward, live_peer, mediator_key
-from tests.mqs_client import create, parts
+from tests.mqs_client import create, receive_all_ids, send_until
 from tests.servers import Node
 from tests.topologies import SentinelSet
 
@@ -55,24 +54,17 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
             await create(http_a, "through-failover")
             stop = asyncio.Event()
 
-            async def sender(http: httpx.AsyncClient, i: int) -> None:
-                n = 0
-                while not stop.is_set():
-                    n += 1
-                    with contextlib.suppress(httpx.HTTPError):
-                        r = await http.post("/messages/through-failover", content=b"%d-%d" % (i, n))
-                        if r.status_code == 201:
-                            accepted.update(r.json()["messageIds"])
-                            if failed_over.is_set():
-                                nonlocal back_at
-                                back_at = back_at or loop.time()
-                                after_failover.update(r.json()["messageIds"])
-                            continue
-                        assert r.status_code == 503, r.text  # refused, and it says so
-                        assert "error" in r.json()
-                    await asyncio.sleep(0.05)
+            def on_accepted(ids: list[str]) -> None:
+                nonlocal back_at
+                accepted.update(ids)
+                if failed_over.is_set():
+                    back_at = back_at or loop.time()
+                    after_failover.update(ids)
 
-            senders = [asyncio.create_task(sender(h, i)) for i, h in enumerate([http_a, http_b])]
+            senders = [
+                asyncio.create_task(send_until(h, "through-failover", stop, on_accepted, str(i)))
+                for i, h in enumerate([http_a, http_b])
+            ]
             await asyncio.sleep(1.0)
             old = sentinels.primary()
             killed_at = loop.time()
@@ -88,15 +80,7 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
             assert len(after_failover) >= 20, "the nodes did not follow the failover"
             assert len(accepted) > 50
 
-            received: set[str] = set()
-            while True:
-                r = await http_b.get(
-                    "/messages/through-failover", headers={"X-MQS-MAX-MESSAGES": "1000"}
-                )
-                assert r.status_code == 200
-                if r.headers["X-MQS-MESSAGE-COUNT"] == "0":
-                    break
-                received.update(p.headers["x-mqs-message-id"] for p in parts(r))
+            received = await receive_all_ids(http_b, "through-failover")
             print(
                 f"accepted {len(accepted)}, {len(after_failover)} of them after the failover; "
                 f"accepted again {back_at - killed_at:.1f} s after the kill"
