@@ -207,6 +207,8 @@ class Recipient(Agent):
         finally:
             if self._waiting.get(thread) is waiter:
                 del self._waiting[thread]
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # failed while the send itself failed: seen, not logged
 
     async def _ws_send(self, data: bytes) -> None:
         ws = self.ws
