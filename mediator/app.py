@@ -9,7 +9,6 @@ import os
 import signal
 from collections.abc import AsyncIterator
 
-from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -33,7 +32,7 @@ from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
 from mediator.protocols.context import Services
 from mediator.settings import Settings
-from mediator.storage.clients import Backend
+from mediator.storage.clients import STORAGE_ERRORS, Backend
 from mediator.storage.durability import Durability
 from mediator.transport import routes as didcomm_routes
 from mediator.transport.http import DidcommHttp
@@ -51,7 +50,7 @@ async def readyz(request: Request) -> Response:
         return JSONResponse({"status": "draining"}, status_code=503)
     try:
         await asyncio.wait_for(request.app.state.engine.redis.ping(), 2)
-    except (RedisError, OSError, TimeoutError) as exc:
+    except STORAGE_ERRORS as exc:  # TimeoutError is an OSError
         return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
     return JSONResponse({"status": "ready"})
 
@@ -60,7 +59,7 @@ async def metrics(request: Request) -> Response:
     m: Metrics = request.app.state.metrics
     engine: Engine = request.app.state.engine
     m.waiters.set(request.app.state.mqs.hub.waiter_count())
-    with contextlib.suppress(RedisError, OSError):
+    with contextlib.suppress(*STORAGE_ERRORS):
         await m.refresh_queue_totals(engine.redis, engine.shards)
     return PlainTextResponse(m.render(), media_type="text/plain; version=0.0.4")
 
@@ -88,14 +87,10 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         backend = Backend(redis_url)
         await backend.start()
         redis = backend.client
-        durability = Durability(
-            backend,
-            replicas=settings.wait_replicas,
-            fsync=settings.wait_fsync,
-            timeout_seconds=settings.wait_timeout_seconds,
-            observe=lambda outcome: metrics_.confirmations.labels(outcome).inc(),
+        durability = Durability.from_settings(
+            backend, settings, lambda outcome: metrics_.confirmations.labels(outcome).inc()
         )
-        await durability.check(keys.mediator_identity())
+        await durability.check()
         channel = keys.node_channel(settings.resolved_node_id)
         engine = Engine(
             redis, shards=settings.worker_shards, wake_channel=channel, confirmed=durability
@@ -158,8 +153,12 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                 loop.remove_signal_handler(signal.SIGTERM)
             if worker_task is not None:
                 worker_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await worker_task
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # it died earlier: shut the rest down all the same
+                    log.exception("the in-process worker had stopped")
             await pusher.aclose()
             await hub.stop()
             await backend.aclose()

@@ -202,12 +202,15 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
 async def _run_worker(settings: Settings) -> None:
     from mediator.engine import Engine
     from mediator.storage.clients import Backend
+    from mediator.storage.durability import Durability
     from workers.runner import Worker
 
     backend = Backend(settings.redis_url)
     await backend.start()
     redis = backend.client
-    engine = Engine(redis, shards=settings.worker_shards)
+    durability = Durability.from_settings(backend, settings)
+    await durability.check()
+    engine = Engine(redis, shards=settings.worker_shards, confirmed=durability)
     task = asyncio.create_task(Worker(settings, redis, engine).run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

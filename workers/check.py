@@ -6,11 +6,9 @@ import asyncio
 import time
 from pathlib import Path
 
-from redis.exceptions import RedisError
-
 from mediator.errors import ConfigError
 from mediator.settings import Settings
-from mediator.storage.clients import Backend
+from mediator.storage.clients import STORAGE_ERRORS, Backend
 
 
 def check(settings: Settings, redis_url: str) -> tuple[bool, str]:
@@ -26,8 +24,10 @@ def check(settings: Settings, redis_url: str) -> tuple[bool, str]:
         return False, f"last worker tick {age:.1f} s ago (allowed {allowed:.0f} s)"
     try:
         asyncio.run(_ping(redis_url))
-    except (RedisError, OSError, TimeoutError, ConfigError) as exc:
+    except STORAGE_ERRORS as exc:
         return False, f"Redis does not answer: {exc}"
+    except ConfigError as exc:
+        return False, f"bad --redis-url: {exc}"
     return True, f"ok: last tick {age:.1f} s ago"
 
 

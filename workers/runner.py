@@ -16,8 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-from redis.exceptions import RedisError
-
 from mediator.engine import Engine, QueueRef, keys
 from mediator.errors import QueueNotFound
 from mediator.mediation.mailbox import Mailbox
@@ -25,7 +23,7 @@ from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import NAMESPACES
 from mediator.settings import Settings
-from mediator.storage.clients import RedisClient
+from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +58,10 @@ class Worker:
                 try:
                     await self.tick()
                     self._touch_health()
-                except RedisError as exc:
+                except STORAGE_ERRORS as exc:
                     log.warning("worker tick failed: %s", exc, extra={"worker": self.id})
+                except Exception:  # a bug in one tick must not end the upkeep for good
+                    log.exception("worker tick failed", extra={"worker": self.id})
                 await asyncio.sleep(self.settings.worker_tick_seconds)
         finally:
             await self._release_all()
@@ -118,7 +118,7 @@ class Worker:
             for shard in range(self.shards):
                 await self._lease(shard, "release")
             await self.redis.zrem(keys.workers(), self.id)
-        except (RedisError, OSError):
+        except STORAGE_ERRORS:
             pass
         self.owned.clear()
 

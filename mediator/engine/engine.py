@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgpack
-from redis.exceptions import RedisError
 
 from mediator.engine import keys
 from mediator.engine.ids import new_message_id, origin_queue
@@ -46,7 +45,7 @@ from mediator.errors import (
     QueueNotFound,
     ReplicationShortfall,
 )
-from mediator.storage.clients import RedisClient
+from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +218,11 @@ class Engine(RecipientQueues):
         messages: Sequence[SendMessage],
         *,
         create_with: QueueConfig | None = None,
+        confirm: bool = True,
     ) -> SendResult:
-        """Store messages atomically (all or none). `create_with` creates a missing queue."""
+        """Store messages atomically (all or none). `create_with` creates a missing queue;
+        `confirm` waits for the replicas or fsyncs the settings ask for (ReplicationShortfall
+        when they fall short: the messages are stored all the same)."""
         qk = keys.queue_keys(ref.qualified)
         ids = [new_message_id(ref.qualified) for _ in messages]
         lazy: list[str] = []
@@ -231,7 +233,7 @@ class Engine(RecipientQueues):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
         script_keys = [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters]
         shortfall: Exception | None = None
-        if self.confirmed is None:
+        if self.confirmed is None or not confirm:
             r = await self.scripts.call("send", script_keys, args)
         else:
             r, shortfall = await self.confirmed.script("send", script_keys, args)
@@ -310,7 +312,7 @@ class Engine(RecipientQueues):
                 for packed in entries:
                     if isinstance(packed, bytes) and not packed.startswith(b"x:"):
                         await self.hand_over(ref.qualified, packed)
-            except RedisError as exc:
+            except STORAGE_ERRORS as exc:
                 # The messages are received; the workers finish the hand-over from the outbox.
                 log.warning("dead-letter hand-over left to the workers: %s", exc)
         return ReceiveResult(messages=out, now_ms=now, next_due_ms=next_due)
@@ -372,11 +374,14 @@ class Engine(RecipientQueues):
         entry = msgpack.unpackb(packed, raw=True)
         message_id, dlq = _s(entry[0]), _s(entry[7])
         dk = keys.queue_keys(dlq)
-        r = await self.scripts.call(
-            "dead_letter_accept",
-            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiters],
-            [dlq, packed],
-        )
+        accept_keys = [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiters]
+        shortfall: Exception | None = None
+        if self.confirmed is None:
+            r = await self.scripts.call("dead_letter_accept", accept_keys, [dlq, packed])
+        else:  # on a cluster the two queues may live on two primaries: the copy must last
+            r, shortfall = await self.confirmed.script(
+                "dead_letter_accept", accept_keys, [dlq, packed]
+            )
         sk = keys.queue_keys(source)
         if int(r[0]) == -1:
             log.warning(
@@ -387,6 +392,15 @@ class Engine(RecipientQueues):
             return
         if int(r[1]) >= 0:
             await self._schedule(dlq, int(r[1]), lower_only=True)
+        if shortfall is not None and int(r[0]) == 1:
+            # Not confirmed: keep the source's outbox entry, which the workers hand over
+            # again after the grace time (accepting it twice changes nothing).
+            log.warning(
+                "dead-letter hand-over not confirmed; the workers retry it: %s",
+                shortfall,
+                extra={"queue": source, "dead_letter_queue": dlq, "message_id": message_id},
+            )
+            return
         shard = keys.shard_of(message_id, self.shards)
         forget_at = int(entry[4]) + int(r[2]) * 1000 + 60_000
         pipe = self.redis.pipeline(transaction=False)

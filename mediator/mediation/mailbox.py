@@ -59,13 +59,19 @@ class Mailbox:
         with contextlib.suppress(QueueExists):
             await self.engine.create_queue(queue_of(connection), self.defaults)
 
-    async def enqueue(self, connection: str, envelope: bytes, recipient_key: str) -> str:
+    async def enqueue(
+        self, connection: str, envelope: bytes, recipient_key: str, *, confirm: bool = True
+    ) -> str:
+        """Queue one message; `confirm` (a sender's forward) waits for the replicas or fsyncs
+        the settings ask for, where our own queued replies do not."""
         ref = queue_of(connection)
         message = [SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)]
         try:  # the queue was made at the grant; recreated here should it be gone
-            result = await self.engine.send(ref, message)
+            result = await self.engine.send(ref, message, confirm=confirm)
         except QueueNotFound:
-            result = await self.engine.send(ref, message, create_with=self.defaults)
+            result = await self.engine.send(
+                ref, message, create_with=self.defaults, confirm=confirm
+            )
         return result.message_ids[0]
 
     async def status(self, connection: str, recipient_key: str | None = None) -> MailboxStatus:

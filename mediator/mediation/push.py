@@ -19,18 +19,16 @@ from collections.abc import Sequence
 
 import httpx
 import websockets
-from redis.exceptions import RedisError
 
 from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
 from mediator.engine.model import ReceivedMessage
-from mediator.errors import StorageError
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
-from mediator.storage.clients import RedisClient
+from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ class Pusher:
     async def _look_up_and_push(self, connection: str) -> None:
         try:
             services = await self._services(connection)
-        except (RedisError, OSError) as exc:
+        except STORAGE_ERRORS as exc:
             log.warning("push lookup failed: %s", exc)
             return
         if services:
@@ -128,7 +126,7 @@ class Pusher:
                     break
                 if connection not in self._again:
                     break
-        except (RedisError, StorageError, OSError) as exc:
+        except STORAGE_ERRORS as exc:
             log.warning("push to %s stopped: %s (a worker retries it)", connection[:8], exc)
         except Exception:
             log.exception("push to %s failed unexpectedly", connection[:8])

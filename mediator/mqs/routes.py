@@ -7,7 +7,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -28,6 +27,7 @@ from mediator.errors import (
 )
 from mediator.mqs import auth, body, headers, ranges, responses
 from mediator.settings import Settings
+from mediator.storage.clients import STORAGE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def endpoint(handler: Handler) -> Handler:
                 if isinstance(exc, kind):
                     return responses.error(status, str(exc))
             raise
-        except RedisError as exc:
+        except STORAGE_ERRORS as exc:
             log.error("storage unavailable: %s", exc)
             return responses.error(503, "storage is unavailable, try again")
 

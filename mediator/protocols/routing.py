@@ -6,7 +6,13 @@ import orjson
 
 from mediator.didcomm.envelope import recipient_kids
 from mediator.didcomm.keys import normalize_key
-from mediator.errors import EnvelopeError, InvalidKey, LimitExceeded, ProblemReport
+from mediator.errors import (
+    EnvelopeError,
+    InvalidKey,
+    LimitExceeded,
+    ProblemReport,
+    ReplicationShortfall,
+)
 from mediator.protocols.context import Context
 
 LIMIT_STATUS = {"message_size": 413, "count": 507, "size": 507, "will_queue": 403}
@@ -46,13 +52,18 @@ async def forward(ctx: Context) -> None:
         if owner is not None and owner not in targets:
             targets[owner] = key
     refused: list[LimitExceeded] = []
+    unconfirmed: list[ReplicationShortfall] = []
     for connection, key in targets.items():
         try:
             await ctx.services.mailbox.enqueue(connection, envelope, key)
         except LimitExceeded as exc:
             refused.append(exc)
-        else:
-            ctx.services.pusher.queued(connection)
+            continue
+        except ReplicationShortfall as exc:  # stored all the same: the others still get it
+            unconfirmed.append(exc)
+        ctx.services.pusher.queued(connection)
+    if unconfirmed and not refused:
+        raise unconfirmed[0]
     if refused:
         first = refused[0]
         accepted = len(targets) - len(refused)

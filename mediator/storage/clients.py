@@ -21,11 +21,21 @@ from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
+from mediator.errors import StorageError
 from mediator.storage.target import Mode, RedisTarget, parse
 
 RedisClient = Redis | RedisCluster
+
+# What a call to storage raises when it is unreachable or refuses, in every mode (a cluster's
+# "cannot be connected" and "slot not covered" are not RedisErrors; TimeoutError is an OSError).
+STORAGE_ERRORS: tuple[type[Exception], ...] = (
+    RedisError,
+    RedisClusterException,
+    OSError,
+    StorageError,
+)
 
 try:
     import hiredis
@@ -93,6 +103,9 @@ class Backend:
             await client.aclose()
         self._pinned.clear()
         await self.client.aclose()
+        if self._sentinel is not None:
+            for sentinel in self._sentinel.sentinels:
+                await sentinel.aclose()
 
     # ----------------------------------------------------------------- clients
 
@@ -103,10 +116,14 @@ class Backend:
             options["ssl"] = True
         return options
 
+    @property
+    def _unix(self) -> bool:
+        return self.target.url.startswith("unix:")
+
     def _packing(self, connection_class: type[Connection]) -> dict[str, Any]:
-        """The hiredis-packing connection class, except over TLS, where redis-py's own SSL
-        connection class must be kept (a class given here would replace it)."""
-        return {} if self.target.tls else {"connection_class": connection_class}
+        """The hiredis-packing connection class, except over TLS or a Unix socket, where
+        redis-py's own connection class must be kept (a class given here would replace it)."""
+        return {} if self.target.tls or self._unix else {"connection_class": connection_class}
 
     def _command_client(self) -> RedisClient:
         t = self.target
@@ -158,7 +175,10 @@ class Backend:
         """A new client for one pub/sub connection (made again after each failure)."""
         t = self.target
         if t.mode is Mode.STANDALONE:
-            return Redis.from_url(t.url, **SUBSCRIBER_OPTIONS)
+            options = dict(SUBSCRIBER_OPTIONS)
+            if self._unix:  # TCP keepalive has no meaning there (and is refused)
+                del options["socket_keepalive"]
+            return Redis.from_url(t.url, **options)
         if t.mode is Mode.SENTINEL:
             return cast(
                 Redis,
@@ -175,23 +195,34 @@ class Backend:
         """A client for the primary that holds `key`, whose pipelines run on one connection."""
         if not isinstance(self.client, RedisCluster):
             return self.client
-        node = self.client.get_node_from_key(key)
+        node = self.client.get_node_from_key(key)  # SlotNotCoveredError when none does
         if node is None:
-            raise RedisError(f"no cluster node serves the slot of {key!r}")
-        client = self._pinned.get(node.name)
+            raise RedisClusterException(f"no cluster node serves the slot of {key!r}")
+        return self.pinned_at(node.host, int(node.port))
+
+    def pinned_at(self, host: str, port: int) -> Redis:
+        """A client for one cluster node (the target of an ASK redirection, say)."""
+        name = f"{host}:{port}"
+        client = self._pinned.get(name)
         if client is None:
             client = Redis(
-                host=node.host,
-                port=int(node.port),
+                host=host,
+                port=port,
                 max_connections=self._max_connections,
                 retry=_no_retry(),
                 **self._auth(),
                 **COMMAND_OPTIONS,
             )
-            self._pinned[node.name] = client
+            self._pinned[name] = client
         return client
 
+    def primaries(self) -> list[Redis]:
+        """A pinned client for each primary: the one server, or every primary of a cluster."""
+        if not isinstance(self.client, RedisCluster):
+            return [self.client]
+        return [self.pinned_at(n.host, int(n.port)) for n in self.client.get_primaries()]
+
     async def refresh_slots(self) -> None:
-        """A pinned client met MOVED: the slot lives elsewhere now."""
+        """A pinned client met MOVED, or lost its node: learn where the slots live now."""
         if isinstance(self.client, RedisCluster):
             await self.client.nodes_manager.initialize()

@@ -15,15 +15,28 @@ message ids, and may retry, at the risk of storing the message twice.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.asyncio import Redis
+from redis.exceptions import (
+    AskError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mediator.engine.scripts import sha, source
 from mediator.errors import ConfigError, ReplicationShortfall
-from mediator.storage.clients import Backend
+from mediator.settings import Settings
+from mediator.storage.clients import STORAGE_ERRORS, Backend
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +57,18 @@ class Durability:
         self.timeout_ms = max(1, int(timeout_seconds * 1000))
         self._observe = observe
 
+    @classmethod
+    def from_settings(
+        cls, backend: Backend, settings: Settings, observe: Callable[[str], None] | None = None
+    ) -> Durability:
+        return cls(
+            backend,
+            replicas=settings.wait_replicas,
+            fsync=settings.wait_fsync,
+            timeout_seconds=settings.wait_timeout_seconds,
+            observe=observe,
+        )
+
     @property
     def enabled(self) -> bool:
         return self.replicas > 0 or self.fsync
@@ -63,28 +88,37 @@ class Durability:
             return ["WAITAOF", 1, self.replicas, self.timeout_ms]
         return ["WAIT", self.replicas, self.timeout_ms]
 
-    async def check(self, probe_key: str) -> None:
-        """At start-up: refuse a level the server cannot give, warn about a replica count it
-        does not have now (every send would then wait out the timeout and fail)."""
+    async def check(self) -> None:
+        """At start-up, on every primary: refuse a level a server cannot give, and warn about
+        a replica count it does not have now (sends would wait out the timeout and fail).
+        Storage that does not answer yet is only reported: readiness follows it."""
         if not self.enabled:
             return
-        client = self.backend.pinned(probe_key)
+        try:
+            for client in self.backend.primaries():
+                await self._check_primary(client)
+        except STORAGE_ERRORS as exc:  # a ConfigError is not one: it stops the node
+            log.warning("could not check what sends wait for: %s", exc)
+
+    async def _check_primary(self, client: Redis) -> None:
+        where = client.connection_pool.connection_kwargs.get("port", "?")
         if self.fsync:
             try:
                 await client.execute_command("WAITAOF", 1, 0, 1)  # type: ignore[no-untyped-call]
             except ResponseError as exc:
                 raise ConfigError(
                     f"--wait-fsync needs WAITAOF (Redis 7.2+ or Valkey) with appendonly on: "
-                    f"the server answered {exc}"
+                    f"the server on port {where} answered {exc}"
                 ) from exc
         if self.replicas:
             info = await client.info("replication")
             connected = int(info.get("connected_slaves", 0))
             if connected < self.replicas:
                 log.warning(
-                    "sends wait for %d replica(s) but the primary has %d connected: they will "
-                    "be refused until enough replicas are back",
+                    "sends wait for %d replica(s) but the primary on port %s has %d "
+                    "connected: they will be refused until enough replicas are back",
                     self.replicas,
+                    where,
                     connected,
                 )
 
@@ -93,22 +127,39 @@ class Durability:
     ) -> tuple[Any, ReplicationShortfall | None]:
         """Run script `name`, then wait for the configured confirmation on its connection;
         returns the script's answer and, when confirmation fell short, why (a script that
-        wrote nothing has nothing to confirm: its caller decides)."""
-        for _ in range(3):
-            client = self.backend.pinned(keys[0])
+        wrote nothing has nothing to confirm: its caller decides).
+
+        On a cluster the script goes to the primary of its slot as this node last knew it:
+        MOVED (it did not run there) refreshes the slots and tries again, ASK sends it to
+        the node importing the slot, TRYAGAIN waits a moment."""
+        client = self.backend.pinned(keys[0])
+        asking = False
+        for _ in range(5):
             pipe = client.pipeline(transaction=False)
+            if asking:
+                pipe.execute_command("ASKING")
             pipe.evalsha(sha(name), len(keys), *keys, *args)
             pipe.execute_command(*self._command())
-            result, confirmed = await pipe.execute(raise_on_error=False)
+            try:
+                replies = await pipe.execute(raise_on_error=False)
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                with contextlib.suppress(*STORAGE_ERRORS):
+                    await self.backend.refresh_slots()  # perhaps its node is gone
+                raise  # not run again: it may have stored the message
+            result, confirmed = replies[-2:]
             if isinstance(result, NoScriptError):
                 await client.script_load(source(name))
-                continue
-            if isinstance(result, ResponseError) and str(result).startswith("MOVED"):
-                await self.backend.refresh_slots()  # not run there: ask the new primary
-                continue
-            if isinstance(result, Exception):
+            elif isinstance(result, MovedError):  # before AskError: it is one
+                await self.backend.refresh_slots()
+                client, asking = self.backend.pinned(keys[0]), False
+            elif isinstance(result, AskError):
+                client, asking = self.backend.pinned_at(result.host, int(result.port)), True
+            elif isinstance(result, TryAgainError):
+                await asyncio.sleep(0.05)
+            elif isinstance(result, Exception):
                 raise result
-            return result, self._confirm(confirmed)
+            else:
+                return result, self._confirm(confirmed)
         raise RedisError(f"script {name} could not be run on the primary of its slot")
 
     def _confirm(self, confirmed: Any) -> ReplicationShortfall | None:

@@ -43,13 +43,16 @@ class RedisTarget:
 
     @property
     def redacted(self) -> str:
-        """The URL without its password, for logs."""
+        """The URL without its passwords (user info, and any query, which may carry one),
+        for logs."""
         scheme, sep, rest = self.url.partition("://")
+        rest, question, _ = rest.partition("?")
+        query = "?…" if question else ""
         if "@" not in rest:
-            return self.url
+            return f"{scheme}{sep}{rest}{query}"
         creds, _, tail = rest.rpartition("@")
         user = creds.split(":", 1)[0] if ":" in creds else ""
-        return f"{scheme}{sep}{user}:***@{tail}"
+        return f"{scheme}{sep}{user}:***@{tail}{query}"
 
 
 def parse(url: str) -> RedisTarget:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from redis.exceptions import RedisError
 
 from mediator.didcomm import envelope
 from mediator.didcomm.keys import KeyPair
@@ -26,13 +25,13 @@ from mediator.errors import (
     ProblemReport,
     QueueError,
     ReplicationShortfall,
-    StorageError,
 )
 from mediator.mediation.handshakes import RESPONDED
 from mediator.mediation.store import Connection
 from mediator.ops.metrics import Metrics
 from mediator.protocols import HANDLERS, handler_for, is_anonymous
 from mediator.protocols.context import Callback, Context, Reply, Services, Session
+from mediator.storage.clients import STORAGE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +124,7 @@ class Pipeline:
         except ReplicationShortfall as exc:  # stored, but not as durably as the settings ask
             log.warning("send not confirmed: %s", exc)
             outcome = Outcome(refusal=Refusal(503, "not-confirmed", str(exc)))
-        except (RedisError, StorageError, OSError) as exc:
+        except STORAGE_ERRORS as exc:
             log.warning("storage unavailable: %s", exc)
             outcome = Outcome(
                 refusal=Refusal(503, "storage-unavailable", "storage unavailable; try again")
@@ -260,7 +259,9 @@ class Pipeline:
                 )
             elif reply.queueable and target is not None and target.has_queue:
                 try:
-                    await self.services.mailbox.enqueue(to, self._pack(message, to, ours), to)
+                    await self.services.mailbox.enqueue(
+                        to, self._pack(message, to, ours), to, confirm=False
+                    )
                 except LimitExceeded as exc:
                     log.warning("reply dropped: the connection's queue is full (%s)", exc)
                 else:

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import orjson
-from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mediator.cluster.drain import SERVICE_RESTART, Drain
@@ -30,12 +29,14 @@ from mediator.mediation.mailbox import queue_of
 from mediator.protocols.context import Session
 from mediator.protocols.pickup_common import b64
 from mediator.settings import Settings
+from mediator.storage.clients import STORAGE_ERRORS
 from mediator.transport.inbound import Outgoing, Pipeline
 
 log = logging.getLogger(__name__)
 
 LIVE_BATCH = 10  # messages per live `delivery`
 NORMAL_CLOSURE = 1000
+INTERNAL_ERROR = 1011
 
 
 class SocketClosed(Exception):
@@ -194,7 +195,7 @@ class WsSession(Session):
             for connection in [*self._live, *self._drains]:
                 try:
                     held = await self.presence.refresh(connection, self.socket_id)
-                except (RedisError, OSError) as exc:
+                except STORAGE_ERRORS as exc:
                     log.warning("presence heartbeat failed: %s", exc)
                     continue
                 if not held:
@@ -211,7 +212,7 @@ class WsSession(Session):
                 await self._send_delivery(connection, reclaimed[i : i + LIVE_BATCH])
         except SocketClosed:
             return
-        except (RedisError, OSError) as exc:
+        except STORAGE_ERRORS as exc:
             log.warning("re-offering after a takeover failed: %s", exc)
         await self._deliver_loop(connection, self._live_batch(connection, since_ms))
 
@@ -283,7 +284,7 @@ class WsSession(Session):
                 with hub.waiting(queue) as woken:
                     try:
                         messages, due, now = await batch(marker_ms)
-                    except (RedisError, OSError) as exc:  # storage trouble: try again soon
+                    except STORAGE_ERRORS as exc:  # storage trouble: try again soon
                         log.warning("delivery loop waiting for storage: %s", exc)
                         await asyncio.sleep(1.0)
                         continue
@@ -299,7 +300,11 @@ class WsSession(Session):
         except asyncio.CancelledError:
             raise
         except Exception:
+            # A bug, not storage trouble: close the socket rather than keep it open with
+            # nothing delivering; the client reconnects and its deliveries are offered again.
             log.exception("delivery loop stopped", extra={"connection": connection[:8]})
+            with contextlib.suppress(Exception):
+                await self.close_with(INTERNAL_ERROR)
 
 
 async def didcomm_websocket(websocket: WebSocket) -> None:

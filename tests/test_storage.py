@@ -1,15 +1,23 @@
-"""Redis URLs: each deployment mode's form, a clear error for every malformed one, and TLS
-kept in every mode."""
+"""Reaching Redis: each deployment mode's URL, a clear error for every malformed one, no
+password in logs, TLS kept in every mode, and a node on a Unix socket."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import httpx
 import pytest
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
+from mediator.embedded import default_binary
 from mediator.errors import ConfigError
 from mediator.storage.clients import Backend
 from mediator.storage.target import Mode, parse
+from tests.mqs_client import create, receive, send
+from tests.servers import Node
+from tests.topologies import ServerProcess
 
 
 def test_standalone_urls_are_taken_as_they_are() -> None:
@@ -30,8 +38,10 @@ def test_a_sentinel_url_names_its_sentinels_service_database_and_passwords() -> 
     assert (target.username, target.password) == ("app", "s@cret")
     assert target.sentinel_password == "watch"
     assert not target.tls
-    assert "s@cret" not in target.redacted and "s%40cret" not in target.redacted
+    for secret in ("s@cret", "s%40cret", "watch"):
+        assert secret not in target.redacted  # what the logs show
     assert target.redacted.startswith("redis+sentinel://app:***@10.0.0.1:26380")
+    assert "password=" not in parse("redis://h:6379/0?password=hush").redacted
 
 
 def test_a_cluster_url_lists_start_nodes_with_the_default_port() -> None:
@@ -80,3 +90,26 @@ async def test_tls_urls_connect_with_tls_in_every_mode() -> None:
     finally:
         for backend in (plain, tls, sentinel, cluster):
             await backend.aclose()
+
+
+async def test_a_node_on_a_unix_socket_serves_and_wakes_long_polls(tmp_path: Path) -> None:
+    socket = tmp_path / "redis.sock"
+    server = ServerProcess(
+        default_binary(), tmp_path / "data", "--unixsocket", str(socket), "--unixsocketperm", "700"
+    ).start()
+    node = Node(f"unix://{socket}?db=0")
+    try:
+        await asyncio.to_thread(node.start)
+        async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
+            await create(http, "over-a-socket")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            poll = asyncio.create_task(receive(http, "over-a-socket", wait=10))
+            await asyncio.sleep(0.3)  # the long poll waits
+            await send(http, "over-a-socket", b"woken")
+            [part] = await poll
+            assert part.body == b"woken"
+            assert loop.time() - started < 1.5  # a wake-up, not the 2 s re-check
+    finally:
+        node.stop()
+        server.stop()
