@@ -18,7 +18,7 @@ from mediator.embedded import EmbeddedServer, default_binary
 from tests.didcomm_peer import Peer, forward, mediator_key
 from tests.mqs_client import create, parts, receive_all_ids, send_until
 from tests.servers import Node, start_binary_server
-from tests.topologies import LocalCluster, ServerProcess
+from tests.topologies import ServerProcess, replicas_online
 
 
 @pytest.fixture
@@ -172,38 +172,39 @@ def test_wait_fsync_is_refused_at_start_without_an_append_only_file(tmp_path: Pa
         server.stop()
 
 
-async def test_sends_on_a_cluster_wait_on_the_primary_of_their_queue(tmp_path: Path) -> None:
-    """The wait runs on the connection that wrote, for queues on every primary."""
-    cluster = await asyncio.to_thread(LocalCluster(tmp_path / "cluster").start)
+async def test_the_wait_covers_the_write_itself_not_any_connection(tmp_path: Path) -> None:
+    """With its replica frozen, a send cannot be confirmed: a WAIT on another connection
+    (which wrote nothing) would count the frozen replica and answer 201."""
+    primary = ServerProcess(default_binary(), tmp_path / "primary", "--appendonly", "yes").start()
+    replica = ServerProcess(
+        default_binary(), tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
+    ).start()
+    node = Node(
+        f"redis://127.0.0.1:{primary.port}/0",
+        MEDIATOR_WAIT_REPLICAS="1",
+        MEDIATOR_WAIT_TIMEOUT_SECONDS="0.5",
+    )
     try:
-        fsync = Node(cluster.url, MEDIATOR_WAIT_FSYNC="true").start()
-        replicas = Node(
-            cluster.url,
-            MEDIATOR_WAIT_REPLICAS="1",
-            MEDIATOR_WAIT_TIMEOUT_SECONDS="0.1",
-            MEDIATOR_IN_PROCESS_WORKER="false",
-        ).start()
-        try:
-            async with httpx.AsyncClient(base_url=fsync.base, timeout=30) as http:
-                names = [f"slot-{i}" for i in range(12)]  # spread over the three primaries
-                for name in names:
-                    await create(http, name)
-                    r = await http.post(f"/messages/{name}", content=name.encode())
-                    assert r.status_code == 201, r.text
-                metrics = (await http.get("/metrics")).text
-                confirmed = 'mediator_send_confirmations_total{outcome="confirmed"}'
-                assert _metric(metrics, confirmed) == len(names)
-            async with httpx.AsyncClient(base_url=replicas.base, timeout=30) as http:
-                r = await http.post("/messages/slot-0", content=b"no replica here")
-                assert r.status_code == 503 and "only 0 of 1" in r.json()["error"]
-                for name in names:  # every message is there, the refused one too
-                    got = await http.get(f"/messages/{name}", headers={"X-MQS-MAX-MESSAGES": "9"})
-                    expected = {name.encode()} | (
-                        {b"no replica here"} if name == "slot-0" else set()
-                    )
-                    assert {p.body for p in parts(got)} == expected
-        finally:
-            fsync.stop()
-            replicas.stop()
+        for _ in range(200):  # the replica has synced
+            if replicas_online(primary) == 1:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(node.start)
+        async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
+            await create(http, "frozen")
+            assert (await http.post("/messages/frozen", content=b"one")).status_code == 201
+            assert replica.proc is not None
+            replica.proc.send_signal(signal.SIGSTOP)
+            try:
+                r = await http.post("/messages/frozen", content=b"two")
+                assert r.status_code == 503, r.text
+                assert "only 0 of 1 replica(s)" in r.json()["error"]
+            finally:
+                replica.proc.send_signal(signal.SIGCONT)
+            assert (await http.post("/messages/frozen", content=b"three")).status_code == 201
+            got = await http.get("/messages/frozen", headers={"X-MQS-MAX-MESSAGES": "9"})
+            assert sorted(p.body for p in parts(got)) == [b"one", b"three", b"two"]
     finally:
-        cluster.stop()
+        node.stop()
+        replica.stop()
+        primary.stop()

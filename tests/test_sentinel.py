@@ -90,9 +90,11 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
             # Live delivery goes on: B's forward wakes A's socket through the new primary.
             answer = await forward(b.base, med, key, {"after": "failover"})
             assert answer.status_code == 202
+            answered = loop.time()
             seen: dict[str, dict[str, str]] = {}
             await collect(peer, 1, seen, wait=10)
             assert list(seen.values()) == [{"after": "failover"}]
+            assert loop.time() - answered < 1.0  # woken, not found by the 2 s re-check
             await peer.close()
 
             metrics = (await http_a.get("/metrics")).text + (await http_b.get("/metrics")).text

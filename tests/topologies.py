@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 from mediator.embedded import default_binary, free_port
 
@@ -81,6 +82,16 @@ class ServerProcess:
         self.proc = None
 
 
+def replicas_online(primary: ServerProcess) -> int:
+    """How many replicas have finished their first sync with `primary`."""
+    info = primary.client().info("replication")
+    return sum(
+        1
+        for k, v in info.items()
+        if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+    )
+
+
 DATA_ARGS = ("--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction")
 
 
@@ -108,7 +119,7 @@ class SentinelSet:
         for replica in replicas:
             replica.args += ["--replicaof", "127.0.0.1", str(primary.port)]
             replica.start()
-        _wait("replicas in sync", lambda: self._replicas_online(primary) == len(replicas))
+        _wait("replicas in sync", lambda: replicas_online(primary) == len(replicas))
         for i in range(3):
             folder = self.root / f"sentinel-{i}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -123,15 +134,6 @@ class SentinelSet:
             self.sentinels.append(sentinel.start())
         _wait("sentinels that see each other and the replicas", self._sentinels_ready)
         return self
-
-    @staticmethod
-    def _replicas_online(primary: ServerProcess) -> int:
-        info = primary.client().info("replication")
-        return sum(
-            1
-            for k, v in info.items()
-            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
-        )
 
     def _sentinels_ready(self) -> bool:
         for sentinel in self.sentinels:
@@ -224,6 +226,40 @@ class LocalCluster:
     def flushall(self) -> None:
         for node in self.nodes:
             node.client().flushall()
+
+    def kill_all(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    def restart(self) -> None:
+        """Start the killed nodes again on their ports and files: the cluster re-forms."""
+        for node in self.nodes:
+            node.start()
+        _wait("the cluster to form again", self._formed, timeout=30)
+
+    def owner(self, key: str) -> ServerProcess:
+        """The primary serving `key`'s slot, as the cluster says (CLUSTER SLOTS)."""
+        slot = key_slot(key.encode())
+        for start, end, primary, *_ in self.nodes[0].client().execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return next(n for n in self.nodes if n.port == int(primary[1]))
+        raise RuntimeError(f"no primary serves slot {slot}")
+
+    def move_slot_of(self, key: str, to: ServerProcess) -> None:
+        """Reshard: move the slot of `key`, with its keys, to the primary `to`, as
+        `redis-cli --cluster reshard` does."""
+        slot = key_slot(key.encode())
+        source = self.owner(key)
+        source_id = source.client().execute_command("CLUSTER", "MYID").decode()
+        target_id = to.client().execute_command("CLUSTER", "MYID").decode()
+        to.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        while keys := source.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            source.client().execute_command(
+                "MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys
+            )
+        for node in self.nodes:
+            node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
 
     def stop(self) -> None:
         for node in self.nodes:
