@@ -6,12 +6,19 @@ else json), do one XADD on the stream `bench:anchor:{name}` with redis.asyncio (
 decode_responses False), answer 201 `{"id": "<stream id>"}`. `GET /readyz` answers 200 once
 Redis answers.
 
+For the live-delivery floor of the DIDComm benchmark it also serves one WebSocket route,
+`/floor/{name}`: it subscribes to the Redis channel `bench:floor:ws:{name}`, sends the text
+frame `ready`, then writes every message published on that channel to the socket as a binary
+frame, as is: the least a Python node can do between a PUBLISH and a WebSocket frame. It runs
+with permessage-deflate off, as the mediator does by default.
+
     python bench/anchor_app.py --port 8099 --redis-url redis://127.0.0.1:6379/0
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -23,7 +30,8 @@ from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 try:
     import orjson
@@ -40,6 +48,7 @@ except ImportError:  # the stdlib fallback
     JSON_LIB = "json"
 
 STREAM_PREFIX = "bench:anchor:"
+FLOOR_PREFIX = "bench:floor:ws:"
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -63,6 +72,29 @@ async def readyz(request: Request) -> Response:
     return _json({"status": "ready", "json": JSON_LIB})
 
 
+async def floor_socket(websocket: WebSocket) -> None:
+    """Relay what is published on the floor channel to this socket until it closes."""
+    await websocket.accept()
+    pubsub = websocket.app.state.redis.pubsub()
+    await pubsub.subscribe(FLOOR_PREFIX + websocket.path_params["name"])
+
+    async def relay() -> None:
+        async for message in pubsub.listen():
+            if message.get("type") == "message":
+                await websocket.send_bytes(message["data"])
+
+    await websocket.send_text("ready")
+    relaying = asyncio.create_task(relay())
+    try:
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass
+    finally:
+        relaying.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await relaying
+        await pubsub.aclose()
+
+
 def create_app(redis_url: str) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -78,6 +110,7 @@ def create_app(redis_url: str) -> Starlette:
         routes=[
             Route("/xadd/{name}", xadd, methods=["POST"]),
             Route("/readyz", readyz, methods=["GET"]),
+            WebSocketRoute("/floor/{name}", floor_socket),
         ],
         lifespan=lifespan,
     )
@@ -102,6 +135,7 @@ def main() -> None:
         access_log=False,
         log_level="warning",
         timeout_keep_alive=75,
+        ws_per_message_deflate=False,
     )
 
 

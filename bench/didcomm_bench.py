@@ -1,4 +1,4 @@
-"""DIDComm benchmark: forwards, pickup round trips and live-mode latency, in one run.
+"""DIDComm benchmark: forwards, cluster scaling, pickup round trips and live-mode latency.
 
 It reuses the mqs benchmark's machinery (bench/mqs_bench.py): the same embedded server, two
 `mediator serve` nodes, the same anchor app (a bare Starlette JSON POST + one XADD), CPU
@@ -6,6 +6,11 @@ pinning, and interleaved anchor/subject blocks after a warm-up. Workloads:
 
   forward   POST / with an anoncrypted routing/1.0 forward of a 1 KiB message for a
             registered recipient key (answered 202)          ratio to anchor       >= 0.5
+  forward-nodes  the same forwards spread over 1, 2 and 3 nodes sharing the Redis (one
+            group of connections per node; node 3 is started for this workload, without
+            the in-process worker, like node 2); rounds of anchor, 1, 2, 3 nodes; each a
+            ratio to the round's anchor, and the scaling 2/1 and 3/1 nodes     recorded
+            (this VM has 2 CPUs shared with Redis and the load generator: see the README)
   pickup    over one WebSocket per recipient: delivery-request(limit 1) -> delivery ->
             messages-received -> status, round trips per second, shown next to the anchor's
             requests per second measured in the same run (one round trip = 2 requests)
@@ -13,7 +18,21 @@ pinning, and interleaved anchor/subject blocks after a warm-up. Workloads:
             from the forward's HTTP answer to the `delivery` frame on the recipient's socket
             (same node), next to a bare PUBLISH -> subscriber floor  p99 <= 2 ms
   live-cross  the same with the forwards answered by the other node: p99 as a multiple of
-            the floor's p99 measured in the same run                          <= 3x
+            the WebSocket floor's p99 (below) measured in the same run         <= 3x
+  live-cross-rates  several recipients (--live-recipients) live on node 1, forwards
+            answered by node 2. First the saturation of that path: the forwards node 2
+            answers in a closed loop of --connections, divided by the time from the
+            block's start until the last of them was delivered live (every delivery is
+            acknowledged); the highest of --pairs blocks. Then open-loop sends on a fixed
+            schedule at fractions of it (--rate-fractions); each delivered message is
+            matched to its forward by its ciphertext; p50/p99 from the forward's answer to
+            the delivery frame, as a multiple of the WebSocket floor's p99 (measured in
+            slices between the rates)             p99 <= 3x the floor at 25% of saturation
+
+The floor of the cross-node figures is what the issue names: a bare PUBLISH (from this
+process) to a subscriber that writes it to a WebSocket (the anchor app's `/floor/{name}`
+route, on the server CPU), read here by the same client code as the live sockets. The bare
+PUBLISH -> subscriber floor (both in this process) is shown next to it.
 
 Envelopes the client would pack are packed before timing where they can be, so the figures
 measure the server. Results go to bench/results/didcomm-<timestamp>.json; the exit status is
@@ -25,6 +44,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -33,7 +54,14 @@ from pathlib import Path
 from typing import Any
 
 import mqs_bench
-from loadgen import Connection, Operation, build_request, expect
+from cluster_probes import ENVELOPE, disturbances
+from didcomm_cluster import RATE_LIMIT_S, ClusterWorkloads
+from loadgen import (
+    Connection,
+    Operation,
+    build_request,
+    expect,
+)
 from mqs_bench import (
     HOST,
     Bench,
@@ -47,16 +75,26 @@ from mqs_bench import (
     verdict,
 )
 
-from mediator.client import Recipient, Sender, attachments, message
-from mediator.client.transports import ENVELOPE_TYPE
+from mediator.client import (
+    Recipient,
+    Sender,
+    attachments,
+    message,
+)
 
-WORKLOADS = ("forward", "pickup", "live", "live-cross")
-mqs_bench.TARGETS.update({"forward": (">=", 0.5), "live": ("<=", 2.0), "live-cross": ("<=", 3.0)})
-ENVELOPE = {"Content-Type": ENVELOPE_TYPE}
+WORKLOADS = ("forward", "forward-nodes", "pickup", "live", "live-cross", "live-cross-rates")
+mqs_bench.TARGETS.update(
+    {
+        "forward": (">=", 0.5),
+        "live": ("<=", 2.0),
+        "live-cross": ("<=", 3.0),
+        "live-cross-rates": ("<=", 3.0),
+    }
+)
 RECIPIENTS_PER_BLOCK = 8  # forwards rotate over them: each queue stays under its count limit
 
 
-class DidcommBench(Bench):
+class DidcommBench(ClusterWorkloads, Bench):
     @property
     def base(self) -> str:
         assert self.node1 is not None
@@ -82,25 +120,29 @@ class DidcommBench(Bench):
 
     # ------------------------------------------------------------------ forward
 
-    def forward_side(self) -> Side:
+    async def forward_op(self) -> Operation:
+        """A closed-loop operation: POST / with a forward of a 1 KiB message, answered 202,
+        rotating over RECIPIENTS_PER_BLOCK fresh recipients (any node may answer it)."""
         content = {"@type": "https://didcomm.org/basicmessage/1.0/message", "content": "x" * 1000}
+        raws = []
+        for _ in range(RECIPIENTS_PER_BLOCK):
+            recipient, key = await self.recipient()
+            await recipient.close()
+            wrapped = Sender(recipient.routing_key).wrap(key, content)
+            raws.append(build_request("POST", "/", ENVELOPE, wrapped))
+        turn = 0
 
+        async def op(conn: Connection) -> int:
+            nonlocal turn
+            turn += 1
+            expect(await conn.request(raws[turn % len(raws)]), 202)
+            return 1
+
+        return op
+
+    def forward_side(self) -> Side:
         async def prepare(tag: str) -> Operation:
-            raws = []
-            for _ in range(RECIPIENTS_PER_BLOCK):
-                recipient, key = await self.recipient()
-                await recipient.close()
-                wrapped = Sender(recipient.routing_key).wrap(key, content)
-                raws.append(build_request("POST", "/", ENVELOPE, wrapped))
-            turn = 0
-
-            async def op(conn: Connection) -> int:
-                nonlocal turn
-                turn += 1
-                expect(await conn.request(raws[turn % len(raws)]), 202)
-                return 1
-
-            return op
+            return await self.forward_op()
 
         async def cleanup(tag: str) -> None:
             return None
@@ -115,7 +157,7 @@ class DidcommBench(Bench):
             "forward", "forward 1KiB", r, f"anchor {fmt_rate(r.a_rate)}/s", "target >= 0.5"
         )
 
-    # ------------------------------------------------------------------ pickup
+    # ------------------------------------------------------------------ forward-nodes
 
     async def workload_pickup(self) -> None:
         args = self.args
@@ -179,8 +221,7 @@ class DidcommBench(Bench):
             else "  (run with the forward workload for the anchor figure)"
         )
         line = f"pickup round trips over WebSocket: {fmt_rate(rate)}/s{versus}"
-        self.lines.append(line)
-        print(line, flush=True)
+        self.emit(line)
         self.results["pickup"] = {
             "round_trips_per_second_median": rate,
             "blocks": rates,
@@ -251,34 +292,43 @@ class DidcommBench(Bench):
         """The socket on node1, the forwards answered by node2: a wake-up crosses nodes."""
         args = self.args
         assert self.node2 is not None
+        since = await self.watch()
         after_answer, _ = await self._live_rounds(self.node2.port)
-        floor = await self.publish_floor(min(args.rounds, 300), 1 / args.live_rate)
+        conditions = await since()
+        floor, bare = await self.floors()
         p50, p99 = percentile(after_answer, 50), percentile(after_answer, 99)
         ratio = p99 / max(percentile(floor, 99), 1e-6)
         status_text = verdict("live-cross", ratio)
-        line = (
-            f"cross-node live delivery (node2 answered -> frame on node1): p50 {p50:.2f} ms "
-            f"p99 {p99:.2f} ms = {ratio:.2f}x the PUBLISH floor's p99 "
-            f"({percentile(floor, 99):.2f} ms)  target <= 3x  {status_text}"
+        self.emit(
+            f"cross-node live delivery (node2 answered -> frame on node1, one at a time at "
+            f"{args.live_rate:g}/s): p50 {p50:.2f} ms p99 {p99:.2f} ms = {ratio:.2f}x the "
+            f"WebSocket floor's p99 ({percentile(floor, 99):.2f} ms; bare PUBLISH floor p99 "
+            f"{percentile(bare, 99):.2f} ms)  target <= 3x  {status_text}"
+            + disturbances(conditions["cpu"], conditions["machine"], conditions["redis"])
         )
-        self.lines.append(line)
-        print(line, flush=True)
         self.results["live-cross"] = {
+            **conditions,
             "rounds": len(after_answer),
             "rate_per_second": args.live_rate,
             "forward_answer_to_delivery_ms": _dist(after_answer),
-            "floor_publish_to_subscriber_ms": _dist(floor),
+            "floor_publish_to_websocket_ms": _dist(floor),
+            "floor_publish_to_subscriber_ms": _dist(bare),
             "p99_to_floor_p99": ratio,
+            "p99_to_bare_floor_p99": p99 / max(percentile(bare, 99), 1e-6),
             "status": status_text,
         }
         self.summary.append(
             ("cross-node live p99", f"{ratio:.2f}x floor ({p99:.2f} ms)", "<= 3x", status_text)
         )
 
+    # ------------------------------------------------------------------ floors
+
     async def workload_live(self) -> None:
         args = self.args
         rounds, gap = args.rounds, 1 / args.live_rate
+        since = await self.watch()
         after_answer, end_to_end = await self._live_rounds(self.node1_target().port)
+        conditions = await since()
         floor = await self.publish_floor(min(rounds, 300), gap)
         p50, p99 = percentile(after_answer, 50), percentile(after_answer, 99)
         status_text = verdict("live", p99)
@@ -289,10 +339,10 @@ class DidcommBench(Bench):
             f"p99 {percentile(end_to_end, 99):.2f} ms  floor PUBLISH->subscriber "
             f"p50 {percentile(floor, 50):.2f} ms p99 {percentile(floor, 99):.2f} ms  "
             f"target p99 <= 2 ms  {status_text}"
-        )
-        self.lines.append(line)
-        print(line, flush=True)
+        ) + disturbances(conditions["cpu"], conditions["machine"], conditions["redis"])
+        self.emit(line)
         self.results["live"] = {
+            **conditions,
             "rounds": len(after_answer),
             "rate_per_second": args.live_rate,
             "forward_answer_to_delivery_ms": _dist(after_answer),
@@ -315,9 +365,11 @@ class DidcommBench(Bench):
     async def run_selected(self) -> None:
         steps = {
             "forward": self.workload_forward,
+            "forward-nodes": self.workload_forward_nodes,
             "pickup": self.workload_pickup,
             "live": self.workload_live,
             "live-cross": self.workload_live_cross,
+            "live-cross-rates": self.workload_live_cross_rates,
         }
         for name in WORKLOADS:
             if name in self.args.only:
@@ -332,15 +384,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog="What each figure means, and figures measured: bench/README.md.",
     )
     parser.add_argument("--seconds", type=float, default=4.0, help="measured block length (4)")
-    parser.add_argument("--pairs", type=int, default=3, help="blocks per workload (3)")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=3,
+        help="measured blocks per workload: anchor/subject pairs, rounds of forward-nodes, "
+        "saturation blocks (3)",
+    )
     parser.add_argument("--warmup", type=float, default=2.0, help="warm-up per side (2)")
     parser.add_argument("--pause", type=float, default=0.3, help="idle seconds between blocks")
     parser.add_argument(
-        "--connections", type=int, default=32, help="concurrent HTTP connections (32)"
+        "--connections",
+        type=int,
+        default=32,
+        help="concurrent HTTP connections of a closed loop, split over the nodes in "
+        "forward-nodes; also the open loop's pool (32)",
     )
-    parser.add_argument("--rounds", type=int, default=300, help="live-latency rounds (300)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=300,
+        help="live-latency rounds; the floors take as many (at most 300); the least "
+        "forwards per fixed rate (300)",
+    )
     parser.add_argument(
         "--live-rate", type=float, default=50.0, help="forwards per second in the live run (50)"
+    )
+    parser.add_argument(
+        "--live-recipients",
+        type=int,
+        default=4,
+        help="live-cross-rates: recipients live on node1, one WebSocket each (4)",
+    )
+    parser.add_argument(
+        "--rate-fractions",
+        default="0.1,0.25,0.5",
+        help="live-cross-rates: the fixed rates, as fractions of the measured saturation "
+        "(0.1,0.25,0.5; the verdict is taken at 0.25)",
+    )
+    parser.add_argument(
+        "--rate-seconds",
+        type=float,
+        default=6.0,
+        help="live-cross-rates: seconds of sends per fixed rate, stretched to at least "
+        "--rounds messages, at most 30 s (6)",
     )
     parser.add_argument(
         "--pickup-recipients",
@@ -354,7 +441,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated workloads (default all: {','.join(WORKLOADS)})",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="smoke run: 1.5 s blocks, 1 pair, 60 live rounds"
+        "--quick",
+        action="store_true",
+        help="smoke run: 1.5 s blocks, 1 pair (1 round of nodes), 0.5 s warm-ups, 60 live "
+        "rounds, 2 s per fixed rate",
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument(
@@ -369,6 +459,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.pairs, args.warmup, args.rounds = 1.5, 1, 0.5, 60
+        args.rate_seconds = 2.0
+    try:
+        args.rate_fractions = sorted({float(x) for x in args.rate_fractions.split(",") if x})
+    except ValueError:
+        parser.error("--rate-fractions must be numbers, e.g. 0.1,0.25,0.5")
+    if not args.rate_fractions or not all(0 < x <= 1 for x in args.rate_fractions):
+        parser.error("--rate-fractions must be fractions in (0, 1]")
+    if not (1 <= args.live_recipients <= 64 and 0.5 <= args.rate_seconds <= RATE_LIMIT_S):
+        parser.error(f"--live-recipients must be 1..64 and --rate-seconds 0.5..{RATE_LIMIT_S:g}")
     only = {w.strip() for w in args.only.split(",") if w.strip()}
     if only - set(WORKLOADS):
         parser.error(f"unknown workloads {sorted(only - set(WORKLOADS))}")
@@ -386,7 +485,11 @@ async def amain(args: argparse.Namespace) -> tuple[DidcommBench, dict[str, Any]]
     bench = DidcommBench(args)
     try:
         async with asyncio.timeout(mqs_bench.RUN_TIMEOUT_S):
-            started = datetime.now(UTC)
+            started, loadavg = datetime.now(UTC), os.getloadavg()
+            progress(
+                f"load average {loadavg[0]:.2f} before the run ({os.cpu_count()} CPUs); "
+                "phases that other processes disturbed say OTHER PROCESSES"
+            )
             await bench.start()
             await bench.sanity()
             await bench.run_selected()
@@ -397,6 +500,13 @@ async def amain(args: argparse.Namespace) -> tuple[DidcommBench, dict[str, Any]]
                 "options": {k: v for k, v in vars(args).items() if k != "only"}
                 | {"only": sorted(args.only)},
                 "pinning": vars(bench.pinning),
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "platform": platform.platform(),
+                    "python": platform.python_version(),
+                    "loadavg_before": loadavg,
+                    "loadavg_after": os.getloadavg(),
+                },
                 "results": bench.results,
                 "lines": bench.lines,
                 "errors": bench.errors,

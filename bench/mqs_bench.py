@@ -166,6 +166,11 @@ class Proc:
                 preexec_fn=_die_with_parent,
             )
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (a node started for one workload may be gone)."""
+        return self.proc is not None and self.proc.poll() is None
+
     def cpu_seconds(self) -> float:
         return proc_cpu_seconds(self.pid)
 
@@ -212,6 +217,11 @@ def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM if the benchmark dies without stopping us."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _base_env() -> dict[str, str]:
+    """This process's environment without any MEDIATOR_* setting."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")}
 
 
 def pinned(argv: list[str], cpu: int | None) -> list[str]:
@@ -476,26 +486,10 @@ class Bench:
         )
         await self.redis.ping()
 
-        base_env = {k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")}
+        base_env = _base_env()
         server_cpu, load_cpu = self.pinning.server_cpu, self.pinning.load_cpu
-
-        def node(name: str, in_process_worker: bool, cpu: int | None) -> Proc:
-            port = free_port()
-            env = {
-                **base_env,
-                "MEDIATOR_REDIS_URL": self.redis_url,
-                "MEDIATOR_PORT": str(port),
-                "MEDIATOR_HOST": HOST,
-                "MEDIATOR_LOG_LEVEL": "warning",
-                "MEDIATOR_IN_PROCESS_WORKER": "true" if in_process_worker else "false",
-                "MEDIATOR_NODE_ID": f"bench-{name}",
-                "MEDIATOR_WORKER_HEALTH_FILE": str(self.tmp / f"{name}.health"),
-            }
-            argv = pinned([sys.executable, "-m", "mediator", "serve"], cpu)
-            return Proc(name, argv, env, self.tmp, port)
-
-        self.node1 = node("node1", True, server_cpu)
-        self.node2 = node("node2", False, load_cpu)
+        self.node1 = self.node_proc("node1", True, server_cpu)
+        self.node2 = self.node_proc("node2", False, load_cpu)
         anchor_port = free_port()
         self.anchor = Proc(
             "anchor",
@@ -527,6 +521,22 @@ class Bench:
             f"node1 :{self.node1.port} (pid {self.node1.pid}), node2 :{self.node2.port} "
             f"(pid {self.node2.pid}), anchor :{self.anchor.port} (pid {self.anchor.pid}) ready"
         )
+
+    def node_proc(self, name: str, in_process_worker: bool, cpu: int | None) -> Proc:
+        """A `mediator serve` node on the shared Redis (not started), pinned to `cpu`."""
+        port = free_port()
+        env = {
+            **_base_env(),
+            "MEDIATOR_REDIS_URL": self.redis_url,
+            "MEDIATOR_PORT": str(port),
+            "MEDIATOR_HOST": HOST,
+            "MEDIATOR_LOG_LEVEL": "warning",
+            "MEDIATOR_IN_PROCESS_WORKER": "true" if in_process_worker else "false",
+            "MEDIATOR_NODE_ID": f"bench-{name}",
+            "MEDIATOR_WORKER_HEALTH_FILE": str(self.tmp / f"{name}.health"),
+        }
+        argv = pinned([sys.executable, "-m", "mediator", "serve"], cpu)
+        return Proc(name, argv, env, self.tmp, port)
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -603,7 +613,7 @@ class Bench:
             await asyncio.sleep(0.05)
             events0 = await self.redis_counters()
             sys0 = cpu_times()
-            others = {p.name: p.pid for p in self.procs if p.pid != side.target.pid}
+            others = {p.name: p.pid for p in self.procs if p.running and p.pid != side.target.pid}
             others0 = {name: proc_cpu_seconds(pid) for name, pid in others.items()}
             cpu0 = proc_cpu_seconds(side.target.pid)
             redis0 = proc_cpu_seconds(self.redis_pid) if self.redis_pid else None
