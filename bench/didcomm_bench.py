@@ -61,6 +61,7 @@ from loadgen import (
     Operation,
     build_request,
     expect,
+    rotating,
 )
 from mqs_bench import (
     HOST,
@@ -130,15 +131,7 @@ class DidcommBench(ClusterWorkloads, Bench):
             await recipient.close()
             wrapped = Sender(recipient.routing_key).wrap(key, content)
             raws.append(build_request("POST", "/", ENVELOPE, wrapped))
-        turn = 0
-
-        async def op(conn: Connection) -> int:
-            nonlocal turn
-            turn += 1
-            expect(await conn.request(raws[turn % len(raws)]), 202)
-            return 1
-
-        return op
+        return rotating(raws, 202)
 
     def forward_side(self) -> Side:
         async def prepare(tag: str) -> Operation:

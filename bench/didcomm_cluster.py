@@ -38,8 +38,8 @@ from loadgen import (
     build_request,
     close_connections,
     closed_loop,
-    expect,
     open_connections,
+    rotating,
 )
 from mqs_bench import (
     HOST,
@@ -396,13 +396,7 @@ class ClusterWorkloads:
         many as were delivered, if the sockets did not catch up within 30 s)."""
         args = self.args
         requests, _ = self.live_forwards(sockets, 4 * len(sockets.recipients), "saturation")
-        turn = 0
-
-        async def op(conn: Connection) -> int:
-            nonlocal turn
-            turn += 1
-            expect(await conn.request(requests[turn % len(requests)]), 202)
-            return 1
+        op = rotating(requests, 202)
 
         blocks: list[dict[str, Any]] = []
         for b in range(-1, args.pairs):

@@ -309,3 +309,16 @@ def cpu_shares(
             "steal": round(steal / total, 3),
         }
     return shares
+
+
+def rotating(requests: list[bytes], status: int) -> Operation:
+    """An operation sending `requests` in turn, each expected to answer `status`."""
+    turn = 0
+
+    async def op(conn: Connection) -> int:
+        nonlocal turn
+        turn += 1
+        expect(await conn.request(requests[turn % len(requests)]), status)
+        return 1
+
+    return op
