@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from mediator.embedded import default_binary, free_port
+from mediator.embedded import default_binary, die_with_parent, free_port
 
 
 def _wait(what: str, ok: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -56,6 +56,7 @@ class ServerProcess:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,  # no server outlives a test run that was killed
         )
         _wait(f"{self.binary} on {self.port}", lambda: self.client().ping())
         return self
