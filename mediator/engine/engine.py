@@ -231,12 +231,12 @@ class Engine(RecipientQueues):
         args: list[Any] = [ref.qualified, len(lazy) // 2, *lazy]
         for mid, m in zip(ids, messages, strict=True):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
-        script_keys = [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters]
-        shortfall: Exception | None = None
-        if self.confirmed is None or not confirm:
-            r = await self.scripts.call("send", script_keys, args)
-        else:
-            r, shortfall = await self.confirmed.script("send", script_keys, args)
+        r, shortfall = await self._write(
+            "send",
+            [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters],
+            args,
+            confirm=confirm,
+        )
         code = int(r[0])
         if code == -1:
             raise QueueNotFound(ref.name)
@@ -374,14 +374,12 @@ class Engine(RecipientQueues):
         entry = msgpack.unpackb(packed, raw=True)
         message_id, dlq = _s(entry[0]), _s(entry[7])
         dk = keys.queue_keys(dlq)
-        accept_keys = [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiters]
-        shortfall: Exception | None = None
-        if self.confirmed is None:
-            r = await self.scripts.call("dead_letter_accept", accept_keys, [dlq, packed])
-        else:  # on a cluster the two queues may live on two primaries: the copy must last
-            r, shortfall = await self.confirmed.script(
-                "dead_letter_accept", accept_keys, [dlq, packed]
-            )
+        # Confirmed too: on a cluster the two queues may live on two primaries.
+        r, shortfall = await self._write(
+            "dead_letter_accept",
+            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiters],
+            [dlq, packed],
+        )
         sk = keys.queue_keys(source)
         if int(r[0]) == -1:
             log.warning(
@@ -445,6 +443,15 @@ class Engine(RecipientQueues):
             await self.redis.zadd(due_key, {qualified: int(current)}, lt=True)
 
     # ---------------------------------------------------------------- helpers
+
+    async def _write(
+        self, name: str, script_keys: list[str], args: list[Any], *, confirm: bool = True
+    ) -> tuple[Any, Exception | None]:
+        """A script that stores messages, and why its confirmation fell short (None when
+        it did not, or when nothing waits: no setting asks for it, or `confirm` is off)."""
+        if self.confirmed is None or not confirm:
+            return await self.scripts.call(name, script_keys, args), None
+        return await self.confirmed.script(name, script_keys, args)
 
     async def _index(self, ref: QueueRef) -> None:
         await self.redis.zadd(keys.registry(ref.namespace), {ref.name: 0})
