@@ -20,10 +20,11 @@ from mediator.cluster.drain import Drain
 from mediator.cluster.presence import Presence
 from mediator.didcomm.identity import load_identity
 from mediator.didcomm.threads import ThreadBook
-from mediator.engine import Engine, keys
+from mediator.engine import Engine, keys, layout
 from mediator.engine.wakeups import WakeHub
 from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.mailbox import defaults as mailbox_defaults
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
@@ -34,6 +35,7 @@ from mediator.protocols.context import Services
 from mediator.settings import Settings
 from mediator.storage.clients import STORAGE_ERRORS, Backend
 from mediator.storage.durability import Durability
+from mediator.storage.target import Mode
 from mediator.transport import routes as didcomm_routes
 from mediator.transport.http import DidcommHttp
 from mediator.transport.inbound import Pipeline
@@ -60,7 +62,7 @@ async def metrics(request: Request) -> Response:
     engine: Engine = request.app.state.engine
     m.waiters.set(request.app.state.mqs.hub.waiter_count())
     with contextlib.suppress(*STORAGE_ERRORS):
-        await m.refresh_queue_totals(engine.redis, engine.shards)
+        await m.refresh_queue_totals(engine.redis, request.app.state.settings.worker_partitions)
     return PlainTextResponse(m.render(), media_type="text/plain; version=0.0.4")
 
 
@@ -91,9 +93,13 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             backend, settings, lambda outcome: metrics_.confirmations.labels(outcome).inc()
         )
         await durability.check()
+        await layout.ensure(redis)
         channel = keys.node_channel(settings.resolved_node_id)
         engine = Engine(
-            redis, shards=settings.worker_shards, wake_channel=channel, confirmed=durability
+            redis,
+            wake_channel=channel,
+            confirmed=durability,
+            defaults={keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings)},
         )
         hub = WakeHub(backend.subscriber, channel)
         routes = RouteCache(settings.route_cache_seconds)
@@ -105,7 +111,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
         identity = await load_identity(redis, settings.key_seed)
-        mailbox = Mailbox(engine, settings, metrics_)
+        mailbox = Mailbox(engine, settings, metrics_, routed=backend.mode is not Mode.CLUSTER)
         pusher = Pusher(redis, store, mailbox, settings, metrics_)
         services = Services(
             settings=settings,
@@ -125,7 +131,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         if settings.in_process_worker:
             from workers.runner import Worker
 
-            worker = Worker(settings, redis, engine, pusher)
+            worker = Worker(settings, redis, engine, pusher, metrics_)
             worker_task = asyncio.create_task(worker.run(), name="in-process-worker")
         if not settings.mqs_enabled:
             log.warning(

@@ -200,7 +200,8 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
 
 
 async def _run_worker(settings: Settings) -> None:
-    from mediator.engine import Engine
+    from mediator.engine import Engine, keys, layout
+    from mediator.mediation.mailbox import defaults as mailbox_defaults
     from mediator.storage.clients import Backend
     from mediator.storage.durability import Durability
     from workers.runner import Worker
@@ -210,7 +211,12 @@ async def _run_worker(settings: Settings) -> None:
     redis = backend.client
     durability = Durability.from_settings(backend, settings)
     await durability.check()
-    engine = Engine(redis, shards=settings.worker_shards, confirmed=durability)
+    await layout.ensure(redis)
+    engine = Engine(
+        redis,
+        confirmed=durability,
+        defaults={keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings)},
+    )
     task = asyncio.create_task(Worker(settings, redis, engine).run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -130,23 +130,41 @@ class Settings:
             scope="serve",
         ),
     )
-    worker_shards: int = field(
+    worker_partitions: int = field(
         default=16,
-        metadata=_opt("Number of upkeep shards; must be the same on every process."),
+        metadata=_opt(
+            "Number of upkeep partitions the workers lease (each covers 1,024 / N storage "
+            "shards); the same on every process. More than the workers you run lets them "
+            "share evenly."
+        ),
     )
     lease_seconds: float = field(
         default=10.0,
-        metadata=_opt("How long a worker's shard lease lasts without renewal."),
+        metadata=_opt("How long a worker's partition lease lasts without renewal."),
     )
     worker_tick_seconds: float = field(
         default=0.5,
-        metadata=_opt("How often a worker looks for due upkeep."),
+        metadata=_opt("How often a worker looks for due upkeep (one command when nothing is due)."),
     )
-    reconcile_seconds: float = field(
+    stats_seconds: float = field(
+        default=10.0,
+        metadata=_opt(
+            "How often a worker sums its partitions' totals for /metrics (one script call "
+            "per storage shard): how fresh the queue gauges are."
+        ),
+    )
+    hint_poll_seconds: float = field(
         default=30.0,
         metadata=_opt(
-            "How often a worker walks its shards' queues to repair indexes and refresh "
-            "the metrics totals.",
+            "How often a worker reads the head of each of its shards' schedules, in case a "
+            "node died between a script and writing the shard's due hint."
+        ),
+    )
+    audit_queues_per_second: float = field(
+        default=1000.0,
+        metadata=_opt(
+            "Pace of the audit that repairs what a crash left in the queues' indexes, in "
+            "queues checked per second by each worker (0: no audit)."
         ),
     )
     worker_health_file: str = field(

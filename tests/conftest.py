@@ -43,7 +43,7 @@ async def redis_client(backend: Backend) -> RedisClient:
 @pytest.fixture
 async def engine(redis_client: RedisClient) -> Engine:
     """An engine with a node channel of its own, as a node's (a WakeHub listens there)."""
-    return Engine(redis_client, shards=16, wake_channel=keys.node_channel(uuid.uuid4().hex[:8]))
+    return Engine(redis_client, wake_channel=keys.node_channel(uuid.uuid4().hex[:8]))
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def qname() -> str:
 @pytest.fixture(scope="session")
 def node_a(redis_url: str) -> Iterator[Node]:
     """A node that also runs the upkeep worker."""
-    node = Node(redis_url, MEDIATOR_WORKER_TICK_SECONDS="0.2", MEDIATOR_RECONCILE_SECONDS="1")
+    node = Node(redis_url, MEDIATOR_WORKER_TICK_SECONDS="0.2", MEDIATOR_STATS_SECONDS="1")
     node.start()
     yield node
     node.stop()

@@ -205,7 +205,7 @@ async def test_upkeep_promotes_due_delayed_messages(
     ref = QueueRef(NS, qname)
     await engine.create_queue(ref, cfg(delay_seconds=1))
     await engine.send(ref, [msg(b"d")])
-    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    due_key = keys.queue_keys(ref.qualified).due
     score = await redis_client.zscore(due_key, ref.qualified)
     assert score is not None
     await asyncio.sleep(1.05)
@@ -255,10 +255,10 @@ async def test_deleting_a_queue_deletes_its_messages(
     await engine.receive(ref, 1)
     await engine.delete_queue(ref, cascade=True)
     qk = keys.queue_keys(ref.qualified)
-    assert await redis_client.exists(*qk.all, qk.refs) == 0
-    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    assert await redis_client.exists(*qk.own) == 0
+    due_key = keys.queue_keys(ref.qualified).due
     assert await redis_client.zscore(due_key, ref.qualified) is None
-    assert await redis_client.zscore(keys.registry(NS), ref.name) is None
+    assert not await redis_client.sismember(qk.registry, ref.name)
     await engine.create_queue(ref, cfg())
     assert (await engine.receive(ref, 10)).messages == []
 
@@ -314,7 +314,7 @@ async def test_shorter_retention_applies_to_stored_messages_at_next_upkeep(
     await engine.send(ref, [msg(b"a"), msg(b"b")])
     await asyncio.sleep(1.05)
     await engine.update_queue(ref, cfg(retention_seconds=1))
-    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    due_key = keys.queue_keys(ref.qualified).due
     now_s, now_us = await redis_client.time()
     assert await redis_client.zscore(due_key, ref.qualified) <= now_s * 1000 + now_us // 1000
     await engine.upkeep(ref.qualified)
@@ -326,7 +326,7 @@ async def test_wake_ups_go_only_to_nodes_waiting_on_the_queue(
 ):
     ref = QueueRef(NS, qname)
     await engine.create_queue(ref, cfg())
-    other = Engine(redis_client, shards=16, wake_channel=engine.wake_channel + "-other")
+    other = Engine(redis_client, wake_channel=engine.wake_channel + "-other")
     pubsub = redis_client.pubsub()
     await pubsub.subscribe(engine.wake_channel, other.wake_channel)
     for _ in range(2):

@@ -494,7 +494,7 @@ async def test_a_shorter_retention_is_applied_by_the_next_upkeep(
     ref = await mailbox(engine, qname, ret=3600)
     await send_each(engine, ref, "ab")
     await engine.receive_filtered(ref, 1, tag="b")  # one parked, one handed out
-    due_key = keys.upkeep_due(keys.shard_of(ref.qualified, engine.shards))
+    due_key = keys.queue_keys(ref.qualified).due
     sent_at = (await engine.stats(ref)).now_ms
     assert (await redis_client.zscore(due_key, ref.qualified) or 0) > sent_at + 3_000_000
     await asyncio.sleep(1.1)

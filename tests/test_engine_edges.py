@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
-from mediator.settings import Settings
 from mediator.storage.clients import Backend
-from workers.runner import Worker
 
 pytestmark = pytest.mark.engine
 
@@ -74,9 +72,9 @@ async def test_a_delete_during_the_hand_over_is_applied_where_the_message_lands(
 
 
 async def test_outbox_entry_left_by_a_crash_is_handed_over_within_grace(engine: Engine, qname: str):
-    """A node dies right after the receive script dead-lettered a message. The queue records
-    that its upkeep is due within the grace; the workers' reconcile puts that into the
-    schedule, and the upkeep hands the message over."""
+    """A node dies right after the receive script dead-lettered a message. The script has
+    put the queue's upkeep within the grace in the shard's schedule, and the upkeep hands
+    the message over."""
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
     await engine.create_queue(dlq, cfg())
     await engine.create_queue(
@@ -85,13 +83,10 @@ async def test_outbox_entry_left_by_a_crash_is_handed_over_within_grace(engine: 
     [mid] = (await engine.send(src, [SendMessage(b"x")])).message_ids
     r = await _receive_script_only(engine, src, 1)  # the node dies right after this
     now = int(r[1])
+    # The receive script put the queue's upkeep within the grace time in the shard's
+    # schedule itself: no index needs repairing after the crash.
     stats = await engine.stats(src)
     assert stats.sched_ms is not None and stats.sched_ms - now <= 5000
-    shard = keys.shard_of(src.qualified, 16)
-    worker = Worker(Settings(worker_shards=16), engine.redis, engine)
-    await worker.reconcile(shard)
-    due = await engine.redis.zscore(keys.upkeep_due(shard), src.qualified)
-    assert due is not None and due - now <= 5000
     await engine.upkeep(src.qualified, grace_ms=0)
     assert [m.message_id for m in (await engine.receive(dlq, 10)).messages] == [mid]
 
@@ -99,13 +94,13 @@ async def test_outbox_entry_left_by_a_crash_is_handed_over_within_grace(engine: 
 async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
     engine: Engine, qname: str, redis_url: str
 ):
-    """delete_queue removes the index entries after its script: a queue of the same name
-    created and sent to in between must keep its registry and schedule entries."""
+    """delete_queue removes the listing entry after its script: a queue of the same name
+    created and sent to in between must keep its listing and schedule entries."""
     ref = QueueRef(NS, qname)
     await engine.create_queue(ref, cfg())
     other_backend = Backend(redis_url)
     await other_backend.start()
-    other = Engine(other_backend.client, shards=16)
+    other = Engine(other_backend.client)
     real_pipeline = engine.redis.pipeline
 
     def hooked(*a: Any, **kw: Any) -> Any:
@@ -130,7 +125,7 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
         assert await engine.queue_exists(ref)
         names = [i.name for i in await engine.list_queues(NS, 0, -1)]
         due = await engine.redis.zscore(
-            keys.upkeep_due(keys.shard_of(ref.qualified, 16)), ref.qualified
+            keys.queue_keys(ref.qualified).due, ref.qualified
         )
         assert qname in names
         assert due is not None

@@ -451,9 +451,12 @@ async def test_connections_without_mediation_expire_and_a_grant_keeps_them(
     wallet = await _peer(dc_node, med)
     await wallet.exchange()
     record = keys.connection_keys(wallet.verkey).record
-    ours = keys.our_key(wallet.mediator)
-    assert 0 < r.ttl(record) <= 86400 and 0 < r.ttl(ours) <= 86400
+    pending = keys.our_key_pending(wallet.mediator)
+    assert 0 < r.ttl(record) <= 86400 and 0 < r.ttl(pending) <= 86400
     await wallet.mediate_request()
-    assert r.ttl(record) == -1 and r.ttl(ours) == -1  # kept for good
+    # Kept for good: the record loses its expiry, our key moves into the key map's buckets.
+    raw = base58.b58decode(wallet.mediator)
+    assert r.ttl(record) == -1 and not r.exists(pending)
+    assert r.hget(keys.ours_bucket(raw), raw) == wallet.verkey.encode()
     r.close()
     await wallet.close()

@@ -161,7 +161,7 @@ def metrics_node(redis_server: RedisUnderTest, tmp_path_factory: pytest.TempPath
     node = Node(
         url,
         MEDIATOR_WORKER_TICK_SECONDS="0.2",
-        MEDIATOR_RECONCILE_SECONDS="1",
+        MEDIATOR_STATS_SECONDS="1",
         MEDIATOR_WORKER_HEALTH_FILE=str(health),
     )
     node.start()
@@ -192,9 +192,11 @@ async def test_metrics_use_route_templates_and_never_queue_names(metrics_node: N
             "mediator_http_requests",
         ):
             assert name in families, name
-        for state in ("visible", "in_flight", "delayed"):
-            assert _value(first.text, "mediator_queue_messages", state=state) is not None, state
-        queues_before = _value(first.text, "mediator_queues", namespace="mqs")
+        for ns in ("mqs", "didcomm"):
+            for state in ("visible", "in_flight", "delayed"):
+                value = _value(first.text, "mediator_queue_messages", namespace=ns, state=state)
+                assert value is not None, (ns, state)
+        queues_before = _value(first.text, "mediator_queues", namespace="mqs") or 0
 
         await create(http, qname, visibility=60)
         ids = [await send(http, qname, b"m%d" % i) for i in range(3)]
@@ -203,11 +205,28 @@ async def test_metrics_use_route_templates_and_never_queue_names(metrics_node: N
         got = await http.get(f"/messages/{qname}", headers={"X-MQS-MAX-MESSAGES": "1"})
         assert got.status_code == 200 and got.headers["X-MQS-MESSAGE-ID"] in ids
         assert (await http.delete(f"/messages/{ids[1]}")).status_code == 204
-        text = (await http.get("/metrics")).text
+
+        # The totals follow within MEDIATOR_STATS_SECONDS (1 s here).
+        def acked(t: str) -> float | None:
+            return _value(
+                t, "mediator_queue_message_events_total", namespace="mqs", event="acknowledged"
+            )
+
+        text = await _scrape_until(
+            http,
+            lambda t: (
+                _value(t, "mediator_queues", namespace="mqs") == queues_before + 1 and acked(t) == 1
+            ),
+        )
         # Leave the database empty: the next test counts exactly.
         assert (await http.delete(f"/queues/{qname}")).status_code == 200
 
-    assert _value(text, "mediator_queues", namespace="mqs") == (queues_before or 0) + 1
+    assert _value(text, "mediator_queues", namespace="mqs") == queues_before + 1
+    events = {
+        e: _value(text, "mediator_queue_message_events_total", namespace="mqs", event=e)
+        for e in ("added", "delivered", "acknowledged")
+    }
+    assert events == {"added": 3, "delivered": 1, "acknowledged": 1}, events
     requests = [s for s in _families(text)["mediator_http_requests"] if s.name.endswith("_total")]
     routes = {(s.labels["route"], s.labels["method"], s.labels["status"]) for s in requests}
     for expected in [
@@ -232,8 +251,8 @@ async def test_metrics_use_route_templates_and_never_queue_names(metrics_node: N
                 assert s.labels["route"] in KNOWN_ROUTES, s
 
 
-async def test_message_gauges_follow_the_workers_reconcile(metrics_node: Node):
-    """The node's worker runs with MEDIATOR_RECONCILE_SECONDS=1: the totals follow in seconds.
+async def test_message_gauges_follow_the_workers_summaries(metrics_node: Node):
+    """The node's worker runs with MEDIATOR_STATS_SECONDS=1: the totals follow in seconds.
 
     Its database holds no other queue (the test above deletes its own), so counts are exact."""
     qname = "gauges-" + uuid.uuid4().hex[:8]
@@ -242,23 +261,25 @@ async def test_message_gauges_follow_the_workers_reconcile(metrics_node: Node):
         ids = [await send(http, qname, b"m%d" % i) for i in range(3)]
 
         def visible(t: str) -> float | None:
-            return _value(t, "mediator_queue_messages", state="visible")
+            return _value(t, "mediator_queue_messages", namespace="mqs", state="visible")
 
         text = await _scrape_until(http, lambda t: visible(t) == 3)
         stats_age = _value(text, "mediator_queue_stats_age_seconds")
         assert visible(text) == 3, f"visible gauge not refreshed; stats age {stats_age} s"
-        assert _value(text, "mediator_queue_messages", state="in_flight") == 0
-        assert _value(text, "mediator_queue_messages", state="delayed") == 0
+        assert _value(text, "mediator_queue_messages", namespace="mqs", state="in_flight") == 0
+        assert _value(text, "mediator_queue_messages", namespace="mqs", state="delayed") == 0
         assert _value(text, "mediator_queues", namespace="mqs") == 1
-        oldest = _value(text, "mediator_queue_oldest_message_age_seconds")
+        oldest = _value(text, "mediator_queue_oldest_message_age_seconds", namespace="mqs")
         assert oldest is not None and 0 < oldest < 60
 
         got = await http.get(f"/messages/{qname}", headers={"X-MQS-MAX-MESSAGES": "1"})
         assert got.status_code == 200 and got.headers["X-MQS-MESSAGE-ID"] in ids
-        text = await _scrape_until(
-            http, lambda t: _value(t, "mediator_queue_messages", state="in_flight") == 1
-        )
-        assert _value(text, "mediator_queue_messages", state="in_flight") == 1
+
+        def in_flight(t: str) -> float | None:
+            return _value(t, "mediator_queue_messages", namespace="mqs", state="in_flight")
+
+        text = await _scrape_until(http, lambda t: in_flight(t) == 1)
+        assert in_flight(text) == 1
         assert visible(text) == 2
 
 

@@ -22,7 +22,7 @@ from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.storage.clients import Backend
 from tests.servers import MediatorProcess, RedisUnderTest
 
-SHARDS = 8
+PARTITIONS = 8
 UPKEEP_DB = 7
 LEASE_DB = 8
 CHECK_DB = 9
@@ -41,10 +41,11 @@ class WorkerProcess(MediatorProcess):
                 **{k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")},
                 "MEDIATOR_REDIS_URL": redis_url,
                 "MEDIATOR_NODE_ID": name,
-                "MEDIATOR_WORKER_SHARDS": str(SHARDS),
+                "MEDIATOR_WORKER_PARTITIONS": str(PARTITIONS),
                 "MEDIATOR_LEASE_SECONDS": "2",
                 "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
-                "MEDIATOR_RECONCILE_SECONDS": "1",
+                "MEDIATOR_STATS_SECONDS": "1",
+                "MEDIATOR_HINT_POLL_SECONDS": "1",
                 "MEDIATOR_WORKER_HEALTH_FILE": str(self.health_file),
                 "MEDIATOR_LOG_LEVEL": "info",
                 **env,
@@ -64,8 +65,18 @@ def _db_url(server: RedisUnderTest, db: int) -> str:
 
 
 def _holders(r: redis.Redis) -> list[str | None]:
-    values = r.mget([keys.lease(i) for i in range(SHARDS)])
-    return [None if v is None else v.decode() for v in values]
+    """The worker holding each partition's lease now (None: free or run out)."""
+    now_ms = time.time() * 1000
+    out: list[str | None] = []
+    leases = {int(k): v.decode().split() for k, v in r.hgetall(keys.leases()).items()}
+    for p in range(PARTITIONS):
+        who, until = leases.get(p, (None, "0"))
+        out.append(who if float(until) > now_ms else None)
+    return out
+
+
+def _listed(r: redis.Redis) -> set[str]:
+    return {n.decode() for n in r.zrange(keys.mqs_names(), 0, -1)}
 
 
 def _owner(holder: str | None, workers: list[WorkerProcess]) -> str | None:
@@ -90,7 +101,7 @@ def _wait(predicate, timeout: float, interval: float = 0.1):  # type: ignore[no-
 # ---------------------------------------------------------------------------- leases
 
 
-def test_workers_split_the_shards_and_take_over_a_killed_ones(
+def test_workers_split_the_partitions_and_take_over_a_killed_ones(
     redis_server: RedisUnderTest, tmp_path: Path
 ):
     url = _db_url(redis_server, LEASE_DB)
@@ -98,19 +109,22 @@ def test_workers_split_the_shards_and_take_over_a_killed_ones(
     workers = [WorkerProcess(url, f"lw{i}", tmp_path).start() for i in range(3)]
     try:
 
-        def split_among(alive: list[WorkerProcess]) -> Counter[str | None] | None:
-            owners = Counter(_owner(h, workers) for h in _holders(r))
-            share = -(-SHARDS // len(alive))
+        def split_among(
+            alive: list[WorkerProcess],
+        ) -> tuple[Counter[str | None], list[str | None]] | None:
+            holders = _holders(r)
+            owners = Counter(_owner(h, workers) for h in holders)
+            share = -(-PARTITIONS // len(alive))
             names = {w.name for w in alive}
             if set(owners) == names and all(n <= share for n in owners.values()):
-                return owners
+                return owners, holders
             return None
 
-        owners = _wait(lambda: split_among(workers), timeout=8)
-        holders = _holders(r)
-        assert owners, (holders, [w.output()[-500:] for w in workers])
-        assert None not in holders  # every shard is held...
-        assert sum(owners.values()) == SHARDS  # ...by exactly one worker, and none holds all
+        split = _wait(lambda: split_among(workers), timeout=8)
+        assert split, (_holders(r), [w.output()[-500:] for w in workers])
+        owners, holders = split
+        assert None not in holders  # every partition is held...
+        assert sum(owners.values()) == PARTITIONS  # ...by exactly one worker, none holds all
         assert max(owners.values()) <= 3 and min(owners.values()) >= 2, owners
 
         victim = workers[0]
@@ -118,10 +132,10 @@ def test_workers_split_the_shards_and_take_over_a_killed_ones(
         victim.kill()
         survivors = workers[1:]
         started = time.monotonic()
-        owners = _wait(lambda: split_among(survivors), timeout=6)
+        split = _wait(lambda: split_among(survivors), timeout=6)
         took = time.monotonic() - started
-        holders = _holders(r)
-        assert owners, holders
+        assert split, _holders(r)
+        owners, holders = split
         assert all(_owner(holders[i], workers) != victim.name for i in victim_shards)
         assert sorted(owners.values()) == [4, 4], owners
         assert took < 6
@@ -148,7 +162,12 @@ def upkeep_url(redis_server: RedisUnderTest) -> str:
 @pytest.fixture(scope="module")
 def upkeep_workers(upkeep_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:
     health = tmp_path_factory.mktemp("upkeep-workers")
-    workers = [WorkerProcess(upkeep_url, f"uw{i}", health).start() for i in range(2)]
+    workers = [
+        WorkerProcess(upkeep_url, f"uw{i}", health, MEDIATOR_AUDIT_QUEUES_PER_SECOND="50000")
+        for i in range(2)
+    ]
+    for w in workers:
+        w.start()
     r = redis.Redis.from_url(upkeep_url)
     held = _wait(lambda: None not in _holders(r), timeout=8)
     assert held, [w.output()[-1000:] for w in workers]
@@ -160,7 +179,7 @@ def upkeep_workers(upkeep_url: str, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.fixture
 async def upkeep_engine(upkeep_url: str) -> AsyncIterator[Engine]:
     backend = Backend(upkeep_url)
-    yield Engine(backend.client, shards=SHARDS)
+    yield Engine(backend.client)
     await backend.aclose()
 
 
@@ -208,49 +227,65 @@ async def test_workers_purge_and_promote_without_any_receive(
     assert all(w.alive() for w in upkeep_workers)
 
 
-async def test_reconcile_drops_stale_registry_and_forwarding_entries(
+async def test_the_audit_repairs_what_a_crash_left_and_due_work_follows_the_schedule(
     upkeep_workers: list[WorkerProcess], upkeep_engine: Engine, upkeep_url: str
 ):
+    """The scripts keep every index exact; here the indexes are damaged by hand, as a crash
+    between two steps or an older version would leave them, and the workers' audit and
+    schedule put them right."""
     r = redis.Redis.from_url(upkeep_url)
+    long = QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
     real = [QueueRef("mqs", f"real-{i}") for i in range(4)]
     for ref in real:
-        await upkeep_engine.create_queue(
-            ref, QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
-        )
-    ghosts = [f"ghost-{i}" for i in range(4)]  # registered, but with no config hash
-    r.zadd(keys.registry("mqs"), dict.fromkeys(ghosts, 0))
+        await upkeep_engine.create_queue(ref, long)
+        await upkeep_engine.send(ref, [SendMessage(b"kept")])
+    victim = keys.queue_keys(real[0].qualified)
+    oldest_before = r.zscore(victim.oldest, real[0].name)
+    r.zrem(victim.due, real[0].qualified)  # a queue with a message and no upkeep scheduled
+    r.zadd(victim.oldest, {real[0].name: 1})  # an oldest index that lies
+    r.zrem(keys.mqs_names(), real[1].name)  # a listing entry lost
+    ghosts = [QueueRef("mqs", f"ghost-{i}") for i in range(4)]
+    for ghost in ghosts:  # registered and listed, counted, but with no queue behind
+        gk = keys.queue_keys(ghost.qualified)
+        r.sadd(gk.registry, ghost.name)
+        r.hincrby(gk.totals, "q", 1)
+        r.zadd(keys.mqs_names(), {ghost.name: 0})
 
+    # Forwarding entries of dead-lettered messages: one run out, one still kept. Their
+    # expiry is in the shard's schedule; the hint for the shard is missing (a crash).
+    shard = victim.shard
     now_ms = int(time.time() * 1000)
-    expired, kept = {}, {}
-    for shard in range(SHARDS):
-        expired[shard] = f"expired-message-{shard}"
-        kept[shard] = f"kept-message-{shard}"
-        r.hset(keys.moved(shard), mapping={expired[shard]: "mqs:dlq", kept[shard]: "mqs:dlq"})
-        r.zadd(
-            keys.moved_expiry(shard),
-            {expired[shard]: now_ms - 60_000, kept[shard]: now_ms + 3_600_000},
+    r.hset(keys.moved(shard), mapping={"gone-id": "mqs:dlq", "kept-id": "mqs:dlq"})
+    r.zadd(keys.moved_expiry(shard), {"gone-id": now_ms - 60_000, "kept-id": now_ms + 3_600_000})
+    r.zadd(keys.shard_due(shard), {keys.MOVED_MEMBER: now_ms - 60_000})
+
+    def repaired() -> bool:
+        return (
+            r.zscore(victim.due, real[0].qualified) is not None
+            and r.zscore(victim.oldest, real[0].name) == oldest_before
+            and not any(r.sismember(keys.queue_keys(g.qualified).registry, g.name) for g in ghosts)
+            and _listed(r) >= {ref.name for ref in real}
+            and not _listed(r) & {g.name for g in ghosts}
+            and r.hget(keys.moved(shard), "gone-id") is None
         )
 
-    def cleaned() -> bool:
-        names = {n.decode() for n in r.zrange(keys.registry("mqs"), 0, -1)}
-        forwarding = all(
-            r.hget(keys.moved(s), expired[s]) is None
-            and r.zscore(keys.moved_expiry(s), expired[s]) is None
-            for s in range(SHARDS)
-        )
-        return not (names & set(ghosts)) and forwarding
-
-    assert _wait(cleaned, timeout=6), (
-        r.zrange(keys.registry("mqs"), 0, -1),
-        [r.hgetall(keys.moved(s)) for s in range(SHARDS)],
+    assert _wait(repaired, timeout=15), (
+        r.zscore(victim.due, real[0].qualified),
+        r.zrange(keys.mqs_names(), 0, -1),
+        r.hgetall(keys.moved(shard)),
+        [w.output()[-1500:] for w in upkeep_workers],
     )
-    names = {n.decode() for n in r.zrange(keys.registry("mqs"), 0, -1)}
-    assert {ref.name for ref in real} <= names
+    # The ghosts are no longer counted (a shard's count is its registry's size again); the
+    # real queues and the kept entry are untouched.
+    for ghost in ghosts:
+        gk = keys.queue_keys(ghost.qualified)
+        assert int(r.hget(gk.totals, "q") or 0) == r.scard(gk.registry)
     for ref in real:
-        assert await upkeep_engine.queue_exists(ref)
-    for s in range(SHARDS):
-        assert r.hget(keys.moved(s), kept[s]) == b"mqs:dlq"
-        assert r.zscore(keys.moved_expiry(s), kept[s]) is not None
+        assert (await upkeep_engine.stats(ref)).stored == 1
+    assert r.hget(keys.moved(shard), "kept-id") == b"mqs:dlq"
+    assert r.zscore(keys.shard_due(shard), keys.MOVED_MEMBER) == pytest.approx(
+        now_ms + 3_600_000, abs=5
+    )
 
 
 # ---------------------------------------------------------------------------- --check

@@ -1,58 +1,89 @@
-"""The upkeep worker: leases shards, runs due queue upkeep, repairs indexes, sums metrics.
+"""The upkeep worker: leases partitions of the shards, runs what is due, sums totals, audits.
 
-Any number of workers (and nodes running one in process) share the work: each holds leases
-on about shards/live-workers shards, renews them every tick, and gives up those over its
-share. A worker that dies stops renewing, and its shards go to the others when the leases
-run out. Only a lease holder touches a shard, so each job runs once.
+Any number of workers (and nodes running one in process) share the work by leases on
+`MEDIATOR_WORKER_PARTITIONS` partitions of the 1,024 storage shards (workers/leases.py).
+Nothing here walks the queues on a timer:
+
+- **Due work** follows the shards' schedules (keys.shard_due). A worker learns when a shard
+  has something due from the hints (keys.next_due) that the scripts' callers lower, reads
+  the shard's schedule only then, and runs each due queue's upkeep, push retry or
+  forwarding-entry expiry; it then sets the shard's hint to the schedule's new head. Every
+  `MEDIATOR_HINT_POLL_SECONDS` it also reads the heads of its shards' schedules (one command
+  per shard) and lowers any hint that a crash left too late.
+- **Totals** (mediator/engine/books.py): every `MEDIATOR_STATS_SECONDS`, one script call per shard
+  sums the counters the scripts keep into a summary per partition, which `/metrics` reads.
+- **The audit** (workers/audit.py) checks the queues page by page at a bounded rate.
+
+Every step awaits Redis, so a stop (SIGTERM: the task is cancelled) ends it at once; the
+worker then gives its leases up so the others take them over without waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
 import time
 import uuid
 from pathlib import Path
 
-from mediator.engine import Engine, QueueRef, keys
-from mediator.errors import QueueNotFound
+from mediator.engine import Engine, keys
+from mediator.engine.books import read_shards, write_summary
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore
-from mediator.ops.metrics import NAMESPACES
+from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
+from workers.audit import PAGE as AUDIT_PAGE
+from workers.audit import Audit
+from workers.leases import Leases
 
 log = logging.getLogger(__name__)
 
-DUE_BATCH = 200
-REGISTRY_CHUNK = 500
+DUE_BATCH = 200  # schedule entries run per shard per tick
+RELEASE_SECONDS = 2.0  # how long a stopping worker tries to give its leases back
 
 
 class Worker:
     def __init__(
-        self, settings: Settings, redis: RedisClient, engine: Engine, pusher: Pusher | None = None
+        self,
+        settings: Settings,
+        redis: RedisClient,
+        engine: Engine,
+        pusher: Pusher | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.redis = redis
         self.engine = engine
+        self.metrics = metrics
         # Push retries of the shards it holds; a node's worker shares the node's pusher.
         self.pusher = pusher or Pusher(
             redis, MediationStore(redis), Mailbox(engine, settings), settings
         )
         self._own_pusher = pusher is None
         self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
-        self.shards = settings.worker_shards
-        self.owned: set[int] = set()
-        self._last_reconcile: dict[int, float] = {}
-        # Registry names with no queue behind them, per shard, as seen in the last pass.
-        self._suspect: dict[int, set[str]] = {}
+        self.partitions = settings.worker_partitions
+        self.leases = Leases(
+            engine.scripts, self.id, self.partitions, int(settings.lease_seconds * 1000)
+        )
+        self.audit = Audit(redis, engine.scripts, self.partitions)
         self.health_file = Path(settings.worker_health_file)
+        self._clock_offset_ms = 0.0  # Redis time minus this host's, learnt at each balance
+        self._next_balance = 0.0
+        self._next_stats = 0.0
+        self._heads_polled: dict[int, float] = {}
+        self._audit_at = time.monotonic()
+        self._audit_credit = 0.0
+        self._audit_turn = 0
+        self.upkeeps = 0  # schedule entries run
+
+    @property
+    def owned(self) -> list[int]:
+        return self.leases.held
 
     async def run(self) -> None:
-        log.info("worker started", extra={"worker": self.id, "shards": self.shards})
+        log.info("worker started", extra={"worker": self.id, "partitions": self.partitions})
         try:
             while True:
                 try:
@@ -69,133 +100,143 @@ class Worker:
                 await self.pusher.aclose()
 
     async def tick(self) -> None:
-        now_ms = await self._redis_now_ms()
-        await self._balance(now_ms)
-        for shard in sorted(self.owned):
-            await self._run_due(shard, now_ms)
-            await self.pusher.retry_due(shard, now_ms)
-            last = self._last_reconcile.get(shard)
-            if last is None or time.monotonic() - last >= self.settings.reconcile_seconds:
-                await self.reconcile(shard)
-                self._last_reconcile[shard] = time.monotonic()
+        now = time.monotonic()
+        if now >= self._next_balance:
+            await self._balance()
+            self._next_balance = now + self.settings.lease_seconds / 3
+        if not self.owned:
+            return
+        await self.run_due()
+        for partition in self.owned:
+            last = self._heads_polled.get(partition)
+            if last is None or now - last >= self.settings.hint_poll_seconds:
+                await self.poll_heads(partition)
+                self._heads_polled[partition] = now
+        if now >= self._next_stats:
+            await self.refresh_totals()
+            self._next_stats = now + self.settings.stats_seconds
+        await self._audit_step(now)
 
     # ----------------------------------------------------------------- leases
 
-    async def _balance(self, now_ms: int) -> None:
-        lease_ms = int(self.settings.lease_seconds * 1000)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zadd(keys.workers(), {self.id: now_ms + lease_ms})
-        pipe.zremrangebyscore(keys.workers(), "-inf", now_ms)
-        pipe.zcard(keys.workers())
-        live = max(1, int((await pipe.execute())[2]))
-        target = math.ceil(self.shards / live)
-        for shard in list(self.owned):
-            if not await self._lease(shard, "take"):
-                self.owned.discard(shard)
-                log.info("lost shard lease", extra={"worker": self.id, "shard": shard})
-        free = [s for s in range(self.shards) if s not in self.owned]
-        random.shuffle(free)
-        for shard in free:
-            if len(self.owned) >= target:
-                break
-            if await self._lease(shard, "take"):
-                self.owned.add(shard)
-                self._last_reconcile.pop(shard, None)
-        while len(self.owned) > target:
-            shard = max(self.owned)
-            await self._lease(shard, "release")
-            self.owned.discard(shard)
-
-    async def _lease(self, shard: int, op: str) -> bool:
-        ms = int(self.settings.lease_seconds * 1000)
-        r = await self.engine.scripts.call("lease", [keys.lease(shard)], [self.id, op, ms])
-        return bool(int(r))
+    async def _balance(self) -> None:
+        seconds, micros = await self.redis.time()
+        self._clock_offset_ms = int(seconds) * 1000 + int(micros) / 1000 - time.time() * 1000
+        gained, lost = await self.leases.balance()
+        for partition in lost:
+            self._heads_polled.pop(partition, None)
+            self.audit.forget(partition)
+            log.info("lost partition lease", extra={"worker": self.id, "partition": partition})
+        if gained:
+            log.info("took partition leases", extra={"worker": self.id, "partitions": gained})
+            self._next_stats = 0.0  # summaries of the new partitions soon
 
     async def _release_all(self) -> None:
-        # Every shard, not just `owned`: a stop that interrupts a lease call after Redis ran it
-        # leaves a lease this worker holds but has not noted. Release is compare-and-delete.
         try:
-            for shard in range(self.shards):
-                await self._lease(shard, "release")
-            await self.redis.zrem(keys.workers(), self.id)
-        except STORAGE_ERRORS:
-            pass
-        self.owned.clear()
+            await asyncio.wait_for(self.leases.release(), RELEASE_SECONDS)
+        except (TimeoutError, *STORAGE_ERRORS):  # type: ignore[misc]
+            pass  # they run out by themselves
 
-    # ----------------------------------------------------------------- upkeep
+    # ----------------------------------------------------------------- due work
 
-    async def _run_due(self, shard: int, now_ms: int) -> None:
-        due = await self.redis.zrangebyscore(
-            keys.upkeep_due(shard), "-inf", now_ms, start=0, num=DUE_BATCH
-        )
+    def redis_now_ms(self) -> int:
+        return int(time.time() * 1000 + self._clock_offset_ms)
+
+    async def run_due(self) -> int:
+        """Run what is due in the shards of the partitions held; the entries run."""
+        now = self.redis_now_ms()
+        due = await self.redis.zrangebyscore(keys.next_due(), "-inf", now)
+        held = set(self.owned)
+        ran = 0
         for raw in due:
-            await self.engine.upkeep(_text(raw))
+            shard = int(_text(raw))
+            if keys.partition_of(shard, self.partitions) in held:
+                ran += await self.run_shard(shard, now)
+        return ran
 
-    async def reconcile(self, shard: int) -> None:
-        """Walk the shard's queues: repair the schedule index, drop stale entries, sum stats."""
-        totals = {"visible": 0, "in_flight": 0, "delayed": 0, "bytes": 0, "queues": 0}
-        oldest = -1
-        due_key = keys.upkeep_due(shard)
-        suspects_before = self._suspect.get(shard, set())
-        suspects: set[str] = set()
-        for namespace in NAMESPACES:
-            registry = keys.registry(namespace)
-            start = 0
-            while True:
-                names = await self.redis.zrange(registry, start, start + REGISTRY_CHUNK - 1)
-                if not names:
-                    break
-                start += len(names)
-                for raw in names:
-                    ref = QueueRef(namespace, _text(raw))
-                    if keys.shard_of(ref.qualified, self.shards) != shard:
-                        continue
-                    try:
-                        stats = await self.engine.stats(ref)
-                    except QueueNotFound:
-                        # Missing twice in a row: stale, not a create under way.
-                        if ref.qualified in suspects_before:
-                            await self.redis.zrem(registry, ref.name)
-                        else:
-                            suspects.add(ref.qualified)
-                        continue
-                    totals["queues"] += 1
-                    totals["visible"] += stats.visible
-                    totals["in_flight"] += stats.in_flight
-                    totals["delayed"] += stats.delayed
-                    totals["bytes"] += stats.bytes
-                    if stats.oldest_ms is not None and (oldest < 0 or stats.oldest_ms < oldest):
-                        oldest = stats.oldest_ms
-                    if stats.sched_ms is not None:  # repairs a missing or too late entry
-                        await self.redis.zadd(due_key, {ref.qualified: stats.sched_ms}, lt=True)
-        self._suspect[shard] = suspects
-        await self._forget_moved(shard)
-        now_ms = await self._redis_now_ms()
-        await self.redis.hset(
-            keys.shard_stats(shard),
-            mapping={**totals, "oldest_ms": oldest, "updated_ms": now_ms},  # type: ignore[dict-item]
+    async def run_shard(self, shard: int, now_ms: int) -> int:
+        """Run the shard's due entries (a batch), then set its hint to what is next."""
+        schedule = keys.shard_due(shard)
+        members = await self.redis.zrangebyscore(schedule, "-inf", now_ms, 0, DUE_BATCH)
+        for raw in members:
+            member = _text(raw)
+            if member.startswith(keys.PUSH_MEMBER):
+                await self.pusher.due(member[len(keys.PUSH_MEMBER) :])
+            elif member == keys.MOVED_MEMBER:
+                await self.engine.forget_moved(shard)
+            else:
+                await self.engine.upkeep(member)
+        self.upkeeps += len(members)
+        if self.metrics is not None and members:
+            self.metrics.upkeeps.inc(len(members))
+        await self._set_hint(shard)
+        return len(members)
+
+    async def _set_hint(self, shard: int) -> None:
+        """The shard's hint becomes its schedule's head. A script that lowered the head
+        meanwhile has lowered the hint after it (ZADD LT): re-reading the head after the
+        overwrite keeps whichever is earlier."""
+        schedule, hint = keys.shard_due(shard), keys.next_due()
+        head = await _head(self.redis, schedule)
+        if head is not None:
+            await self.redis.zadd(hint, {str(shard): head})
+        else:
+            await self.redis.zrem(hint, str(shard))
+        again = await _head(self.redis, schedule)
+        if again is not None and (head is None or again < head):
+            await self.redis.zadd(hint, {str(shard): again}, lt=True)
+
+    async def poll_heads(self, partition: int) -> None:
+        """Lower the hint of any shard of the partition whose schedule has something
+        earlier (a hint lost between a script and its caller's write)."""
+        shards = keys.partition_shards(partition, self.partitions)
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(keys.shard_due(shard), 0, 0, withscores=True)
+        heads = {
+            str(shard): head[0][1]
+            for shard, head in zip(shards, await pipe.execute(), strict=True)
+            if head
+        }
+        if heads:
+            await self.redis.zadd(keys.next_due(), heads, lt=True)
+
+    # ----------------------------------------------------------------- totals and audit
+
+    async def refresh_totals(self) -> None:
+        for partition in self.owned:
+            shards = keys.partition_shards(partition, self.partitions)
+            now, totals = await read_shards(self.engine.scripts, shards)
+            await write_summary(self.redis, partition, totals, now)
+
+    async def _audit_step(self, now: float) -> None:
+        """Pages of the audit while its credit (the rate times the time since) lasts, the
+        partitions held taking turns."""
+        rate = self.settings.audit_queues_per_second
+        self._audit_credit = min(
+            self._audit_credit + rate * (now - self._audit_at), max(rate, 4.0 * AUDIT_PAGE)
         )
-
-    async def _forget_moved(self, shard: int) -> None:
-        now_ms = await self._redis_now_ms()
-        expired = await self.redis.zrangebyscore(keys.moved_expiry(shard), "-inf", now_ms)
-        if expired:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hdel(keys.moved(shard), *expired)
-            pipe.zrem(keys.moved_expiry(shard), *expired)
-            await pipe.execute()
+        self._audit_at = now
+        while rate > 0 and self.owned and self._audit_credit >= AUDIT_PAGE:
+            self._audit_turn = (self._audit_turn + 1) % len(self.owned)
+            done = await self.audit.step(self.owned[self._audit_turn])
+            self._audit_credit -= done
+            if self.metrics is not None:
+                self.metrics.audited.inc(done)
 
     # ----------------------------------------------------------------- helpers
-
-    async def _redis_now_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
 
     def _touch_health(self) -> None:
         try:
             self.health_file.write_text(f"{time.time():.3f} {self.id} {len(self.owned)}\n")
         except OSError as exc:
             log.warning("cannot write health file %s: %s", self.health_file, exc)
+
+
+async def _head(redis: RedisClient, schedule: str) -> float | None:
+    """The earliest time in a shard's schedule."""
+    head = await redis.zrange(schedule, 0, 0, withscores=True)
+    return float(head[0][1]) if head else None
 
 
 def _text(value: object) -> str:

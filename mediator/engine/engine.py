@@ -1,10 +1,11 @@
 """The engine's Python API: each call runs one Lua script per state change.
 
-Two steps cross queues and so cannot be one script on Redis Cluster: handing a dead-lettered
-message to its dead letter queue, and the indexes (queue registry, upkeep schedule,
-dead-letter forwarding). Both are ordered so that a crash in between leaves at worst a
-stale index entry (cleaned by the workers) or an outbox entry (handed over by the workers),
-never a lost message.
+Every script that changes a queue also keeps its shard's books (totals, in-flight buckets,
+oldest index, registry, schedule) in the same call, so they never drift. What still crosses
+slots is done in steps ordered so that a crash in between leaves at worst a stale hint or
+listing entry (repaired by the workers' audit) or an outbox entry (handed over by the
+workers), never a lost message: handing a dead-lettered message to its dead letter queue,
+the mqs listing, and the workers' hints of when a shard is next due.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import msgpack
 from mediator.engine import keys
 from mediator.engine.ids import new_message_id, origin_queue
 from mediator.engine.model import (
+    QUEUE_FIELDS,
     QueueConfig,
     QueueInfo,
     QueueRef,
@@ -51,41 +53,58 @@ log = logging.getLogger(__name__)
 
 MAX_DEAD_LETTER_HOPS = 8
 OUTBOX_GRACE_MS = 5000  # a dead-lettered message still in the outbox after this is handed over
+SEND_ERRORS = {
+    -2: ("message_size", "message {0} is {1} bytes, over the queue's message size limit"),
+    -3: ("count", "the queue holds {0} messages, its count limit"),
+    -4: ("size", "the queue holds {0} bytes, its size limit"),
+}
 
 
 class Engine(RecipientQueues):
-    """All queues of one Redis deployment. Safe to share across tasks of one event loop."""
+    """All queues of one Redis deployment. Safe to share across tasks of one event loop.
+
+    `defaults`: namespaces whose queues keep these settings out of their config hashes
+    (DIDComm mailboxes follow the operator's defaults unless a recipient changed them).
+    """
 
     def __init__(
         self,
         redis: RedisClient,
         *,
-        shards: int = 16,
         wake_channel: str = "",
         confirmed: ConfirmedScripts | None = None,
+        defaults: dict[str, QueueConfig] | None = None,
     ) -> None:
         self.redis = redis
-        self.shards = shards
         # Sends wait for replicas or fsyncs through it when the settings ask for them.
         self.confirmed = confirmed if confirmed is not None and confirmed.enabled else None
         # This node's channel (keys.node_channel), named in a queue's waiters when a receive
         # here waits on it; its WakeHub listens there. Empty: this process never waits.
         self.wake_channel = wake_channel
         self.scripts = Scripts(redis)
+        self.defaults = dict(defaults or {})
+        self._packed_defaults = {
+            ns: msgpack.packb(config.to_fields(ns)[0]) for ns, config in self.defaults.items()
+        }
+
+    def packed_defaults(self, namespace: str) -> bytes | str:
+        packed: bytes | str = self._packed_defaults.get(namespace, "")
+        return packed
 
     # ------------------------------------------------------------------ queues
 
     async def create_queue(self, ref: QueueRef, config: QueueConfig) -> QueueInfo:
         if await self.queue_exists(ref):  # 409 comes before any validation
-            await self._index(ref)
+            await self._list(ref)
             raise QueueExists(ref.name)
         await self._check_dead_letter_queue(ref, config)
-        values, _ = config.to_fields(ref.namespace)
+        values = config.stored_fields(ref.namespace, self.defaults.get(ref.namespace))
+        qk = keys.queue_keys(ref.qualified)
         created = await self.scripts.call(
-            "queue_create", [keys.queue_keys(ref.qualified).cfg], _flatten(values)
+            "queue_create", qk.all, [ref.qualified, *_flatten(values)]
         )
-        # The registry is written after the queue: a delete racing us re-checks and re-adds.
-        await self._index(ref)
+        # The listing is written after the queue: a delete racing us re-checks and re-adds.
+        await self._list(ref)
         if not created:
             raise QueueExists(ref.name)
         if config.dead_letter_queue is not None:
@@ -103,15 +122,15 @@ class Engine(RecipientQueues):
         values, cleared = config.to_fields(ref.namespace)
         # Fields not settable through an update (limits) are kept as they are.
         cleared = [c for c in cleared if c in ("mr", "dlq")]
-        flat = _flatten(values)
+        qk = keys.queue_keys(ref.qualified)
         result = await self.scripts.call(
             "queue_update",
-            [keys.queue_keys(ref.qualified).cfg],
-            [len(values), *flat, *cleared],
+            qk.all,
+            [ref.qualified, len(values), *_flatten(values), *cleared],
         )
-        if result[0] == 0:
+        if int(result[0]) == 0:
             raise QueueNotFound(ref.name)
-        await self._schedule(ref.qualified, int(result[2]), lower_only=True)
+        await self._hint(qk.shard, int(result[2]))
         previous = _s(result[1])
         new = (
             QueueRef(ref.namespace, config.dead_letter_queue).qualified
@@ -126,19 +145,24 @@ class Engine(RecipientQueues):
 
     async def delete_queue(self, ref: QueueRef, *, cascade: bool) -> None:
         qk = keys.queue_keys(ref.qualified)
+        # A namespace whose queue config lives in a record of its own (a DIDComm connection)
+        # keeps the record and loses only the queue's fields.
+        shared = msgpack.packb(list(QUEUE_FIELDS)) if ref.namespace in self.defaults else ""
         for _ in range(5):
-            result = await self.scripts.call("queue_delete", [*qk.all, qk.refs], [])
+            result = await self.scripts.call(
+                "queue_delete", [*qk.all, qk.refs], [ref.qualified, shared]
+            )
             code = int(result[0])
             if code == 0:
                 raise QueueNotFound(ref.name)
             if code == 1:
                 pipe = self.redis.pipeline(transaction=False)
-                pipe.zrem(keys.registry(ref.namespace), ref.name)
-                pipe.zrem(keys.upkeep_due(keys.shard_of(ref.qualified, self.shards)), ref.qualified)
+                if ref.namespace == keys.MQS_NAMESPACE:
+                    pipe.zrem(keys.mqs_names(), ref.name)
                 if own := _s(result[1]):
                     pipe.srem(keys.queue_keys(own).refs, ref.qualified)
                 await pipe.execute()
-                await self._reindex_if_recreated(ref)
+                await self._relist_if_recreated(ref)
                 return
             users = [_s(u) for u in result[1:]]
             real = []
@@ -159,32 +183,35 @@ class Engine(RecipientQueues):
 
     async def get_queue(self, ref: QueueRef) -> QueueInfo:
         fields = await self.redis.hgetall(keys.queue_keys(ref.qualified).cfg)
-        if not fields:
+        if b"created" not in fields:
             raise QueueNotFound(ref.name)
-        return _info(ref.name, fields)
+        return self._info(ref, fields)
 
     async def queue_exists(self, ref: QueueRef) -> bool:
-        return bool(await self.redis.exists(keys.queue_keys(ref.qualified).cfg))
+        return bool(await self.redis.hexists(keys.queue_keys(ref.qualified).cfg, "created"))
 
     async def count_queues(self, namespace: str) -> int:
-        return int(await self.redis.zcard(keys.registry(namespace)))
+        """Listed queues (mqs): the listing's size."""
+        return int(await self.redis.zcard(keys.mqs_names())) if namespace == "mqs" else 0
 
     async def list_queues(self, namespace: str, start: int, stop: int) -> list[QueueInfo]:
-        """Queues at positions start..stop (inclusive) in name order."""
-        names = [_s(n) for n in await self.redis.zrange(keys.registry(namespace), start, stop)]
+        """mqs queues at positions start..stop (inclusive) in name order."""
+        if namespace != keys.MQS_NAMESPACE:
+            return []
+        names = [_s(n) for n in await self.redis.zrange(keys.mqs_names(), start, stop)]
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
             pipe.hgetall(keys.queue_keys(QueueRef(namespace, name).qualified).cfg)
         rows = await pipe.execute()
-        return [_info(name, fields) for name, fields in zip(names, rows, strict=True) if fields]
+        return [
+            self._info(QueueRef(namespace, name), fields)
+            for name, fields in zip(names, rows, strict=True)
+            if b"created" in fields
+        ]
 
     async def stats(self, ref: QueueRef) -> QueueStats:
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call(
-            "queue_stats",
-            [qk.cfg, qk.stream, qk.inflight, qk.delayed, qk.delayed_bodies, qk.outbox],
-            [],
-        )
+        r = await self.scripts.call("queue_stats", qk.all, [ref.qualified])
         if int(r[0]) == -1:
             raise QueueNotFound(ref.name)
         return QueueStats(
@@ -206,7 +233,7 @@ class Engine(RecipientQueues):
         operator's view: receive counts and deadlines stay as they are)."""
         qk = keys.queue_keys(ref.qualified)
         r = await self.scripts.call(
-            "peek", [qk.cfg, qk.stream, qk.inflight, qk.receives], [max_messages]
+            "peek", qk.all, [max_messages, self.packed_defaults(ref.namespace)]
         )
         if int(r[0]) == -1:
             raise QueueNotFound(ref.name)
@@ -225,39 +252,69 @@ class Engine(RecipientQueues):
         when they fall short: the messages are stored all the same)."""
         qk = keys.queue_keys(ref.qualified)
         ids = [new_message_id(ref.qualified) for _ in messages]
-        lazy: list[str] = []
-        if create_with is not None:
-            lazy = _flatten(create_with.to_fields(ref.namespace)[0])
-        args: list[Any] = [ref.qualified, len(lazy) // 2, *lazy]
+        args: list[Any] = [ref.qualified, self.packed_defaults(ref.namespace)]
+        if create_with is None:
+            args += ["0", 0]
+        else:
+            lazy = create_with.stored_fields(ref.namespace, self.defaults.get(ref.namespace))
+            args += ["1", len(lazy), *_flatten(lazy)]
         for mid, m in zip(ids, messages, strict=True):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
-        r, shortfall = await self._write(
-            "send",
-            [qk.cfg, qk.stream, qk.delayed, qk.delayed_bodies, qk.ids, qk.waiters],
-            args,
-            confirm=confirm,
-        )
+        r, shortfall = await self._write("send", qk.all, args, confirm=confirm)
+        result = await self._sent(ref, qk.shard, r, ids)
+        if shortfall is not None:  # stored, but not as durably as asked
+            raise ReplicationShortfall(f"{shortfall} (message ids: {', '.join(ids)})")
+        return result
+
+    async def send_routed(
+        self,
+        bucket: str,
+        field: bytes,
+        namespace: str,
+        message: SendMessage,
+        *,
+        report_field: str = "",
+        confirm: bool = True,
+    ) -> tuple[str, bool, SendResult] | None:
+        """Store one message in the queue that hash field `field` of `bucket` names, in one
+        script call: (queue name, whether its config has `report_field`, the result), or
+        None when the field is absent. Only where all keys live on one server (not Redis
+        Cluster): the script fills in the queue's keys once it has read the name."""
+        mid = new_message_id(f"{namespace}:")
+        args: list[Any] = [
+            field,
+            namespace,
+            keys.SHARDS,
+            self.packed_defaults(namespace),
+            report_field,
+            *keys.queue_key_templates(namespace),
+            mid,
+            message.content_type,
+            message.content_encoding,
+            message.trace_id,
+            message.body,
+        ]
+        r, shortfall = await self._write("forward", [bucket], args, confirm=confirm)
+        if int(r[0]) == 0:
+            return None
+        name = _s(r[1])
+        ref = QueueRef(namespace, name)
+        result = await self._sent(ref, keys.shard_of(ref.qualified), r[3:], [mid])
+        if shortfall is not None:
+            raise ReplicationShortfall(f"{shortfall} (message ids: {mid})")
+        return name, bool(int(r[2])), result
+
+    async def _sent(self, ref: QueueRef, shard: int, r: Any, ids: list[str]) -> SendResult:
+        """A send script's reply: the result, or the error it names."""
         code = int(r[0])
         if code == -1:
             raise QueueNotFound(ref.name)
-        if code == -2:
-            raise LimitExceeded(
-                f"message {int(r[1])} is {int(r[2])} bytes, over the queue's message size limit",
-                "message_size",
-            )
-        if code == -3:
-            raise LimitExceeded(f"the queue holds {int(r[1])} messages, its count limit", "count")
-        if code == -4:
-            raise LimitExceeded(f"the queue holds {int(r[1])} bytes, its size limit", "size")
+        if code in SEND_ERRORS:
+            kind, text = SEND_ERRORS[code]
+            raise LimitExceeded(text.format(*(int(v) for v in r[1:])), kind)
         if code == -5:
             raise LimitExceeded("the queue does not accept messages", "will_queue")
-        sched = int(r[2])
-        if sched >= 0:
-            await self._schedule(ref.qualified, sched, lower_only=True)
-            if create_with is not None:
-                await self.redis.zadd(keys.registry(ref.namespace), {ref.name: 0}, nx=True)
-        if shortfall is not None:  # stored, and indexed, but not as durably as asked
-            raise ReplicationShortfall(f"{shortfall} (message ids: {', '.join(ids)})")
+        await self._hint(shard, int(r[2]))
         return SendResult(message_ids=ids, visible=int(r[3]), delayed=int(r[4]))
 
     async def receive(
@@ -276,6 +333,7 @@ class Engine(RecipientQueues):
         """
         qk = keys.queue_keys(ref.qualified)
         vt = "" if visibility_timeout_ms is None else str(visibility_timeout_ms)
+        defaults = self.packed_defaults(ref.namespace)
         out: list[ReceivedMessage] = []
         dead_lettered: list[str] = []  # ids this call moved to a dead letter queue
         now = 0
@@ -287,14 +345,21 @@ class Engine(RecipientQueues):
             r = await self.scripts.call(
                 "receive",
                 qk.all,
-                [ref.qualified, self.wake_channel, want, vt, wait_marker_ms, OUTBOX_GRACE_MS],
+                [
+                    ref.qualified,
+                    self.wake_channel,
+                    want,
+                    vt,
+                    wait_marker_ms,
+                    OUTBOX_GRACE_MS,
+                    defaults,
+                ],
             )
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
             now = int(r[1])
-            count, more, sched = int(r[3]), int(r[4]), int(r[5])
-            if sched >= 0:
-                await self._schedule(ref.qualified, sched, lower_only=True)
+            count, more = int(r[3]), int(r[4])
+            await self._hint(qk.shard, int(r[5]))
             for i in range(count):
                 f = r[6 + 9 * i : 15 + 9 * i]
                 out.append(received_message(f))
@@ -328,18 +393,19 @@ class Engine(RecipientQueues):
     async def delete_in_queue(self, ref: QueueRef, message_id: str) -> bool:
         """Delete a message only if it is in this very queue (recipients' own queues)."""
         r = await self.scripts.call(
-            "delete_message", keys.queue_keys(ref.qualified).all, [message_id]
+            "delete_message", keys.queue_keys(ref.qualified).all, [ref.qualified, message_id]
         )
         return int(r[0]) == 1
 
     async def _delete_following(self, qualified: str, message_id: str) -> bool:
+        """Delete in the queue the id names, and where the queues it was dead-lettered from
+        recorded it went (each in its own shard's forwarding entries)."""
         deleted = False
-        checked_index = False
-        followed = False
-        shard = keys.shard_of(message_id, self.shards)
+        followed: list[str] = []  # queues whose forwarding entry for the message we used
+        seen = {qualified}
         for _ in range(MAX_DEAD_LETTER_HOPS):
             r = await self.scripts.call(
-                "delete_message", keys.queue_keys(qualified).all, [message_id]
+                "delete_message", keys.queue_keys(qualified).all, [qualified, message_id]
             )
             code = int(r[0])
             if code == 1:
@@ -347,49 +413,52 @@ class Engine(RecipientQueues):
                 break
             if code == 2:
                 deleted = True  # it was in this queue's outbox: gone from here
-                followed = True
                 qualified = _s(r[1])
                 continue
-            if checked_index:
+            target = await self.redis.hget(keys.moved(keys.shard_of(qualified)), message_id)
+            if target is None or _s(target) in seen:
                 break
-            checked_index = True
-            target = await self.redis.hget(keys.moved(shard), message_id)
-            if target is None or _s(target) == qualified:
-                break
+            followed.append(qualified)
             qualified = _s(target)
-        # Only a message that was dead-lettered can have a forwarding entry to forget.
-        if followed or checked_index:
+            seen.add(qualified)
+        if followed:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.hdel(keys.moved(shard), message_id)
-            pipe.zrem(keys.moved_expiry(shard), message_id)
+            for source in followed:
+                shard = keys.shard_of(source)
+                pipe.hdel(keys.moved(shard), message_id)
+                pipe.zrem(keys.moved_expiry(shard), message_id)
             await pipe.execute()
         return deleted
 
     async def hand_over(self, source: str, packed: bytes) -> None:
         """Move a dead-lettered message from its source's outbox into its dead letter queue.
 
-        Accept (idempotent) -> record the forwarding entry -> settle in the source. A crash
+        Accept (idempotent) -> settle in the source, which records where it went. A crash
         at any point leaves the outbox entry, which the workers hand over again.
         """
         entry = msgpack.unpackb(packed, raw=True)
         message_id, dlq = _s(entry[0]), _s(entry[7])
         dk = keys.queue_keys(dlq)
         # Confirmed too: on a cluster the two queues may live on two primaries.
-        r, shortfall = await self._write(
-            "dead_letter_accept",
-            [dk.cfg, dk.delayed, dk.delayed_bodies, dk.ids, dk.waiters],
-            [dlq, packed],
-        )
+        r, shortfall = await self._write("dead_letter_accept", dk.all, [dlq, packed])
         sk = keys.queue_keys(source)
+        settle_keys = [
+            sk.ids,
+            sk.outbox,
+            keys.moved(sk.shard),
+            keys.moved_expiry(sk.shard),
+            sk.due,
+        ]
         if int(r[0]) == -1:
             log.warning(
                 "dead letter queue is gone; dropping dead-lettered message",
                 extra={"queue": source, "dead_letter_queue": dlq, "message_id": message_id},
             )
-            await self.scripts.call("dead_letter_settle", [sk.ids, sk.outbox], [message_id])
+            await self.scripts.call(
+                "dead_letter_settle", settle_keys, [message_id, dlq, 0, keys.MOVED_MEMBER]
+            )
             return
-        if int(r[1]) >= 0:
-            await self._schedule(dlq, int(r[1]), lower_only=True)
+        await self._hint(dk.shard, int(r[1]))
         if shortfall is not None and int(r[0]) == 1:
             # Not confirmed: keep the source's outbox entry, which the workers hand over
             # again after the grace time (accepting it twice changes nothing).
@@ -399,48 +468,44 @@ class Engine(RecipientQueues):
                 extra={"queue": source, "dead_letter_queue": dlq, "message_id": message_id},
             )
             return
-        shard = keys.shard_of(message_id, self.shards)
         forget_at = int(entry[4]) + int(r[2]) * 1000 + 60_000
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(keys.moved(shard), message_id, dlq)
-        pipe.zadd(keys.moved_expiry(shard), {message_id: forget_at})
-        await pipe.execute()
-        settled = int(
-            await self.scripts.call("dead_letter_settle", [sk.ids, sk.outbox], [message_id])
+        settled = await self.scripts.call(
+            "dead_letter_settle", settle_keys, [message_id, dlq, forget_at, keys.MOVED_MEMBER]
         )
-        if settled == 0:
+        await self._hint(sk.shard, int(settled[1]))
+        if int(settled[0]) == 0:
             # Deleted by id while it was being handed over: delete it where it landed.
-            await self.scripts.call("delete_message", dk.all, [message_id])
+            await self.scripts.call("delete_message", dk.all, [dlq, message_id])
 
     # ------------------------------------------------------------------ upkeep
 
     async def upkeep(self, qualified: str, *, limit: int = 1000, grace_ms: int = 5000) -> None:
-        """Run one queue's due upkeep and register when the next one is due."""
-        qk = keys.queue_keys(qualified)
-        r = await self.scripts.call("upkeep", qk.all, [qualified, limit, grace_ms])
+        """Run one queue's due upkeep; it puts the next one in the shard's schedule."""
+        namespace = qualified.partition(":")[0]
+        r = await self.scripts.call(
+            "upkeep",
+            keys.queue_keys(qualified).all,
+            [qualified, limit, grace_ms, self.packed_defaults(namespace)],
+        )
         if int(r[0]) == -1:
-            await self.redis.zrem(keys.upkeep_due(keys.shard_of(qualified, self.shards)), qualified)
             return
         for packed in r[5:]:
             await self.hand_over(qualified, bytes(packed))
-        next_due = int(r[2])
-        await self._schedule(qualified, next_due if next_due >= 0 else None, lower_only=False)
 
-    async def _schedule(self, qualified: str, due: int | None, *, lower_only: bool) -> None:
-        due_key = keys.upkeep_due(keys.shard_of(qualified, self.shards))
-        if lower_only:
-            assert due is not None
-            await self.redis.zadd(due_key, {qualified: due}, lt=True)
-            return
-        # Overwrite, then re-read the queue's own schedule: a send that lowered it in
-        # between is never lost (sends write the queue first, the index second).
-        if due is None:
-            await self.redis.zrem(due_key, qualified)
-        else:
-            await self.redis.zadd(due_key, {qualified: due})
-        current = await self.redis.hget(keys.queue_keys(qualified).cfg, "sched")
-        if current is not None and (due is None or int(current) < due):
-            await self.redis.zadd(due_key, {qualified: int(current)}, lt=True)
+    async def forget_moved(self, shard: int, limit: int = 1000) -> int:
+        """Drop the shard's expired dead-letter forwarding entries."""
+        return int(
+            await self.scripts.call(
+                "forget_moved",
+                [keys.moved(shard), keys.moved_expiry(shard), keys.shard_due(shard)],
+                [keys.MOVED_MEMBER, limit],
+            )
+        )
+
+    async def _hint(self, shard: int, due_ms: int) -> None:
+        """A script made something the earliest due in its shard: tell the workers."""
+        if due_ms >= 0:
+            await self.redis.zadd(keys.next_due(), {str(shard): due_ms}, lt=True)
 
     # ---------------------------------------------------------------- helpers
 
@@ -453,19 +518,22 @@ class Engine(RecipientQueues):
             return await self.scripts.call(name, script_keys, args), None
         return await self.confirmed.script(name, script_keys, args)
 
-    async def _index(self, ref: QueueRef) -> None:
-        await self.redis.zadd(keys.registry(ref.namespace), {ref.name: 0})
+    def _info(self, ref: QueueRef, raw: dict[Any, Any]) -> QueueInfo:
+        fields = {_s(k): _s(v) for k, v in raw.items()}
+        config = QueueConfig.from_fields(fields, self.defaults.get(ref.namespace), ref.namespace)
+        return QueueInfo(name=ref.name, config=config, created_ms=int(fields["created"]))
 
-    async def _reindex_if_recreated(self, ref: QueueRef) -> None:
-        """A queue of the same name created while we removed the old one's index entries
-        gets them back (creators write the queue first, the indexes second)."""
-        fields = await self.redis.hmget(keys.queue_keys(ref.qualified).cfg, ["sched", "dlq"])
+    async def _list(self, ref: QueueRef) -> None:
+        if ref.namespace == keys.MQS_NAMESPACE:
+            await self.redis.zadd(keys.mqs_names(), {ref.name: 0})
+
+    async def _relist_if_recreated(self, ref: QueueRef) -> None:
+        """A queue of the same name created while we removed the old one's listing and
+        references gets them back (creators write the queue first, the rest second)."""
+        dlq = await self.redis.hget(keys.queue_keys(ref.qualified).cfg, "dlq")
         if not await self.queue_exists(ref):
             return
-        await self._index(ref)
-        sched, dlq = fields
-        if sched is not None:
-            await self._schedule(ref.qualified, int(sched), lower_only=True)
+        await self._list(ref)
         if dlq is not None:
             await self.redis.sadd(keys.queue_keys(_s(dlq)).refs, ref.qualified)
 
@@ -495,10 +563,3 @@ class Engine(RecipientQueues):
 
 def _flatten(values: dict[str, str]) -> list[str]:
     return [item for pair in values.items() for item in pair]
-
-
-def _info(name: str, raw: dict[Any, Any]) -> QueueInfo:
-    fields = {_s(k): _s(v) for k, v in raw.items()}
-    return QueueInfo(
-        name=name, config=QueueConfig.from_fields(fields), created_ms=int(fields["created"])
-    )

@@ -1,7 +1,10 @@
-"""Message ids: opaque to clients, but they name the queue the message was sent to.
+"""Message ids: opaque to clients.
 
-`<22 random url-safe chars>.<base64url(qualified queue name)>`: deleting by id needs no
-global index, and the id stays the same when the message moves to a dead letter queue.
+An mqs message id names the queue it was sent to, `<22 random url-safe chars>.<base64url
+(qualified queue name)>`, so that `DELETE /messages/<id>` needs no global index and the id
+stays the same when the message moves to a dead letter queue. A DIDComm recipient's messages
+are only ever acknowledged on the recipient's own queue, so theirs are the 22 random
+characters alone: the id is stored twice per message, and a recipient holds many.
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ import binascii
 import secrets
 
 MAX_ID_LENGTH = 512
+NAMED_QUEUE_NAMESPACES = ("mqs",)  # namespaces whose ids name their queue
 
 
 def new_message_id(qualified_queue: str) -> str:
+    head = secrets.token_urlsafe(16)
+    if qualified_queue.partition(":")[0] not in NAMED_QUEUE_NAMESPACES:
+        return head
     tail = base64.urlsafe_b64encode(qualified_queue.encode()).rstrip(b"=").decode()
-    return f"{secrets.token_urlsafe(16)}.{tail}"
+    return f"{head}.{tail}"
 
 
 def origin_queue(message_id: str) -> str | None:

@@ -1,34 +1,82 @@
-"""Every Redis key and channel name the product uses, built in this one module.
+"""Every Redis key and channel name the product uses, built in this one module (layout 2).
 
-All keys of one queue share the hash tag `{q:<namespace>:<name>}`, so every per-queue
-script touches a single cluster slot. The few global keys (queue registry, upkeep shards,
-leases, the dead-letter forwarding index) are only ever used by single-key commands.
+Queues and DIDComm connections are spread over `SHARDS` storage shards by a hash of their
+name, and every key of a shard carries the shard's hash tag `{<shard>}`: a queue's own keys,
+its connection's record, and the shard's indexes and counters all sit in one cluster slot,
+so each script updates a queue and the shard's bookkeeping atomically. With 1,024 shards the
+tags fall on 1,024 distinct slots, spread evenly over any set of primaries.
+
+    q:{S}:<ns>:<name>        the queue's config hash (a DIDComm connection's record too)
+    q:{S}:<ns>:<name>:<x>    the queue's stream, in-flight set, ... (suffixes below)
+    x:{S}:...                the shard's schedule, totals, in-flight buckets, oldest, registry
+    d:{r<B>}:r, d:{o<B>}:o   recipient key -> connection, our key -> connection (16,384 buckets)
+    g:{g}:...                worker coordination: leases, hints, partition totals (small)
+
+`SHARDS` and `BUCKETS` are part of the layout, not settings: changing them renames keys.
 """
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from dataclasses import dataclass
 
-PREFIX = "mq"
+LAYOUT_VERSION = 2
+SHARDS = 1024
+BUCKETS = 16384
 STREAM_GROUP = "g"
 STREAM_CONSUMER = "c"
 
+DIDCOMM_NAMESPACE = "didcomm"
+MQS_NAMESPACE = "mqs"
+NAMESPACES = (MQS_NAMESPACE, DIDCOMM_NAMESPACE)
 
-@dataclass(frozen=True)
+
+def shard_of(qualified: str) -> int:
+    """A queue's storage shard: the first 32 bits of the SHA-1 of its qualified name (Lua
+    computes the same with `redis.sha1hex`, see forward.lua)."""
+    return int.from_bytes(hashlib.sha1(qualified.encode()).digest()[:4], "big") % SHARDS
+
+
+def _bucket(raw: bytes) -> int:
+    return zlib.crc32(raw) % BUCKETS
+
+
+# ------------------------------------------------------------------ queues
+
+QUEUE_SUFFIXES = {
+    "stream": ":s",
+    "inflight": ":f",
+    "receives": ":n",
+    "delayed": ":dz",
+    "delayed_bodies": ":db",
+    "ids": ":id",
+    "outbox": ":o",
+    "waiters": ":w",
+}
+
+
+@dataclass(frozen=True, slots=True)
 class QueueKeys:
-    """The keys of one queue, in the order the Lua scripts expect them."""
+    """The keys of one queue and of its shard, in the order the Lua scripts take them
+    (`all`; `_lib.lua` names them in `queue_keys`)."""
 
-    cfg: str
-    stream: str
-    inflight: str
-    receives: str
-    delayed: str
-    delayed_bodies: str
-    ids: str
-    outbox: str
+    shard: int
+    cfg: str  # hash: settings, counters, times (a DIDComm connection's record as well)
+    stream: str  # stream + group `g`, one consumer `c`
+    inflight: str  # sorted set: stream id -> visibility deadline (ms)
+    receives: str  # hash: stream id -> receive count
+    delayed: str  # sorted set: message id -> due time
+    delayed_bodies: str  # hash: message id -> packed message
+    ids: str  # hash: message id -> stream id, or d / o / x (delayed, outbox, deleted)
+    outbox: str  # hash: dead-lettered messages on their way to the dead letter queue
     waiters: str  # hash: node channel -> until when (ms) that node waits on the queue
-    refs: str
+    due: str  # the shard's schedule (see shard_due)
+    totals: str  # the namespace's totals in the shard (see shard_totals)
+    flight: str  # the namespace's in-flight buckets in the shard (see shard_flight)
+    oldest: str  # the namespace's oldest-message index in the shard (see shard_oldest)
+    registry: str  # the namespace's queue names in the shard (see shard_registry)
+    refs: str  # set: queues that use this one as their dead letter queue
 
     @property
     def all(self) -> list[str]:
@@ -42,117 +90,232 @@ class QueueKeys:
             self.ids,
             self.outbox,
             self.waiters,
+            self.due,
+            self.totals,
+            self.flight,
+            self.oldest,
+            self.registry,
         ]
+
+    @property
+    def own(self) -> list[str]:
+        """The queue's own keys, without its shard's."""
+        return [*self.all[:9], self.refs]
 
 
 def queue_keys(qualified: str) -> QueueKeys:
-    tag = f"{PREFIX}:{{q:{qualified}}}"
+    shard = shard_of(qualified)
+    namespace = qualified.partition(":")[0]
+    base = f"q:{{{shard}}}:{qualified}"
+    s = QUEUE_SUFFIXES
     return QueueKeys(
-        cfg=f"{tag}:cfg",
-        stream=f"{tag}:s",
-        inflight=f"{tag}:inflight",
-        receives=f"{tag}:rc",
-        delayed=f"{tag}:delayed",
-        delayed_bodies=f"{tag}:dbody",
-        ids=f"{tag}:ids",
-        outbox=f"{tag}:dlqout",
-        waiters=f"{tag}:waiters",
-        refs=f"{tag}:refs",
+        shard=shard,
+        cfg=base,
+        stream=base + s["stream"],
+        inflight=base + s["inflight"],
+        receives=base + s["receives"],
+        delayed=base + s["delayed"],
+        delayed_bodies=base + s["delayed_bodies"],
+        ids=base + s["ids"],
+        outbox=base + s["outbox"],
+        waiters=base + s["waiters"],
+        due=shard_due(shard),
+        totals=shard_totals(shard, namespace),
+        flight=shard_flight(shard, namespace),
+        oldest=shard_oldest(shard, namespace),
+        registry=shard_registry(shard, namespace),
+        refs=base + ":rf",
     )
+
+
+def queue_key_templates(namespace: str) -> list[str]:
+    """`queue_keys(...).all` of the namespace with `$S` for the shard and `$N` for the
+    name: what forward.lua fills in once it has read which queue a route names."""
+    out = []
+    for key in queue_keys(f"{namespace}:\x00").all:
+        key = key.replace("\x00", "$N")
+        shard = key[key.index("{") + 1 : key.index("}")]
+        out.append(key.replace("{" + shard + "}", "{$S}", 1))
+    return out
+
+
+# ------------------------------------------------------------------ shards
+
+
+def shard_due(shard: int) -> str:
+    """Sorted set: what in the shard is due when (ms): a queue's upkeep (member: qualified
+    name), a connection's push retry (`@push:<connection>`), expired forwarding entries
+    (`@moved`). Workers touch a queue only when it is due here."""
+    return f"x:{{{shard}}}:due"
+
+
+def shard_totals(shard: int, namespace: str) -> str:
+    """Hash: the namespace's queues in the shard, kept by the scripts that change them:
+    q (queues), n (stored messages), d (delayed), b (body bytes), and cumulative counters
+    add, dlv (handed out), ack, exp (expired), dl (dead-lettered), drop (with a queue)."""
+    return f"x:{{{shard}}}:tot:{namespace}"
+
+
+def shard_flight(shard: int, namespace: str) -> str:
+    """Hash: second -> how many handed-out messages become visible again in it (their
+    deadline, rounded up). Messages in flight now = the sum over the seconds to come."""
+    return f"x:{{{shard}}}:fl:{namespace}"
+
+
+def shard_oldest(shard: int, namespace: str) -> str:
+    """Sorted set: queue name -> first enqueue time (ms) of its oldest stored message."""
+    return f"x:{{{shard}}}:old:{namespace}"
+
+
+def shard_registry(shard: int, namespace: str) -> str:
+    """Set: names of the namespace's queues in the shard (for the audit and snapshots)."""
+    return f"x:{{{shard}}}:reg:{namespace}"
+
+
+def moved(shard: int) -> str:
+    """Hash: message id -> qualified name of the dead letter queue that now holds it, for
+    the messages of the shard's queues (the shard of the queue the id names)."""
+    return f"x:{{{shard}}}:moved"
+
+
+def moved_expiry(shard: int) -> str:
+    """Sorted set: message id -> time (ms) its forwarding entry may be forgotten."""
+    return f"x:{{{shard}}}:moved-exp"
+
+
+PUSH_MEMBER = "@push:"  # + connection: a push retry in the shard's schedule
+MOVED_MEMBER = "@moved"  # expired forwarding entries to forget
+
+
+def mqs_names() -> str:
+    """Sorted set (scores 0) of mqs queue names, for listing in name order. mqs queues are
+    an operator's own, not one per recipient; DIDComm queues are not listed."""
+    return "x:mqs-names"
+
+
+# ------------------------------------------------------------------ workers and nodes
+
+GLOBAL = "g:{g}"
+
+
+def layout() -> str:
+    """Hash: version, shards, buckets: what this database holds (written once)."""
+    return f"{GLOBAL}:layout"
+
+
+def next_due() -> str:
+    """Sorted set: shard -> the earliest time something in it may be due (a hint: a worker
+    that finds nothing due there sets it again from the shard's schedule)."""
+    return f"{GLOBAL}:next"
+
+
+def workers() -> str:
+    """Sorted set: worker id -> time (ms) its heartbeat expires."""
+    return f"{GLOBAL}:workers"
+
+
+def leases() -> str:
+    """Hash: partition -> `<worker id> <until ms>`."""
+    return f"{GLOBAL}:leases"
+
+
+def partition_stats(partition: int) -> str:
+    """Hash: the totals of one worker partition's shards, written by its lease holder."""
+    return f"{GLOBAL}:stats:{partition}"
+
+
+def audit_cursor() -> str:
+    """Hash: partition -> where its audit stopped (`<shard> <namespace> <scan cursor>`)."""
+    return f"{GLOBAL}:audit"
+
+
+def nodes() -> str:
+    """Sorted set: node id -> until when (ms) the node is alive (its heartbeat lease)."""
+    return f"{GLOBAL}:nodes"
 
 
 def node_channel(node_id: str) -> str:
     """The one pub/sub channel each node listens on: `wake <queue> <count> <due> <now>` from
     the scripts, for queues the node waits on, and `takeover <connection> <socket>` when
     another socket took over a recipient that one of its sockets held."""
-    return f"{PREFIX}:node:{node_id}"
+    return f"g:node:{node_id}"
 
 
-def registry(namespace: str) -> str:
-    """Sorted set (all scores 0, so ordered by name) of the namespace's queue names."""
-    return f"{PREFIX}:registry:{namespace}"
+def partition_of(shard: int, partitions: int) -> int:
+    return shard % partitions
 
 
-def shard_of(value: str, shards: int) -> int:
-    return zlib.crc32(value.encode()) % shards
+def partition_shards(partition: int, partitions: int) -> range:
+    return range(partition, SHARDS, partitions)
 
 
-def upkeep_due(shard: int) -> str:
-    """Sorted set: qualified queue name -> Redis time (ms) its upkeep is next due."""
-    return f"{PREFIX}:due:{shard}"
+# ------------------------------------------------------------------ DIDComm
+# A connection is named by the peer's verkey V and lives with its queue `didcomm:V`: its
+# record is that queue's config hash, and its thread orders and presence sit beside it.
+
+ROUTES_CHANNEL = "d:routes"  # "<recipient key>" whose route was removed
 
 
-def moved(shard: int) -> str:
-    """Hash: message id -> qualified name of the dead letter queue that now holds it."""
-    return f"{PREFIX}:moved:{shard}"
-
-
-def moved_expiry(shard: int) -> str:
-    """Sorted set: message id -> time (ms) its forwarding entry may be forgotten."""
-    return f"{PREFIX}:moved-exp:{shard}"
-
-
-def lease(shard: int) -> str:
-    return f"{PREFIX}:lease:{shard}"
-
-
-def workers() -> str:
-    """Sorted set: worker id -> time (ms) its heartbeat expires."""
-    return f"{PREFIX}:workers"
-
-
-def shard_stats(shard: int) -> str:
-    """Hash of a shard's queue totals, written by the worker that holds its lease."""
-    return f"{PREFIX}:stats:{shard}"
-
-
-# ------------------------------------------------------------------ DIDComm state
-# A connection's keys share the hash tag `{c:<connection verkey>}`; its queue is the engine
-# queue `didcomm:<connection verkey>`. Routes (recipient key -> connection) are global keys
-# used by single-key commands only.
-
-DIDCOMM_NAMESPACE = "didcomm"
-DIDCOMM_PREFIX = "dc"
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConnectionKeys:
-    record: str  # hash: mediation state, times, flags
-    keylist: str  # sorted set (scores 0: name order) of the recipient keys it registered
+    record: str  # hash: handshake, mediation state, keylist (`k:<key>` fields), the queue
     threads: str  # hash: per-thread sender orders (RFC 0008), with a sliding expiry
-    presence: str  # string "<node>/<socket>" holding its live socket, with a short TTL
+    presence: str  # string "<node>/<socket>" holding its live socket
 
 
 def connection_keys(verkey: str) -> ConnectionKeys:
-    tag = f"{DIDCOMM_PREFIX}:{{c:{verkey}}}"
-    return ConnectionKeys(
-        record=f"{tag}:conn", keylist=f"{tag}:keys", threads=f"{tag}:thr", presence=f"{tag}:live"
-    )
+    base = queue_keys(f"{DIDCOMM_NAMESPACE}:{verkey}").cfg
+    return ConnectionKeys(record=base, threads=base + ":t", presence=base + ":p")
 
 
-ROUTES_CHANNEL = f"{DIDCOMM_PREFIX}:routes"  # "<recipient key>" whose route was removed
+def routes_bucket(recipient_key: bytes) -> str:
+    """Hash: recipient key (32 raw bytes) -> the connection (verkey) that registered it."""
+    return f"d:{{r{_bucket(recipient_key)}}}:r"
 
 
-def route(recipient_key: str) -> str:
-    """String: recipient key (base58) -> the connection verkey that registered it."""
-    return f"{DIDCOMM_PREFIX}:route:{recipient_key}"
+def ours_bucket(our_key: bytes) -> str:
+    """Hash: our key on a granted connection (32 raw bytes) -> the connection (verkey)."""
+    return f"d:{{o{_bucket(our_key)}}}:o"
+
+
+def our_key_pending(verkey: str) -> str:
+    """String, with the unmediated connection's expiry: our key on a connection not granted
+    mediation yet -> the connection; moved into `ours_bucket` at the grant."""
+    return f"d:o:{verkey}"
 
 
 def mediator_identity() -> str:
     """Hash holding the mediator's key seed, written once (HSETNX) and shared by all nodes."""
-    return f"{DIDCOMM_PREFIX}:identity"
+    return "d:identity"
 
 
 def invitation(verkey: str) -> str:
     """Hash: a single-use invitation's key seed and id, until a request consumes it."""
-    return f"{DIDCOMM_PREFIX}:inv:{verkey}"
+    return f"d:inv:{verkey}"
 
 
-def push_due(shard: int) -> str:
-    """Sorted set: connection verkey -> when its queue should next be pushed (ms)."""
-    return f"{DIDCOMM_PREFIX}:push:{shard}"
+# ------------------------------------------------------------------ layout 1 (migration)
 
 
-def our_key(verkey: str) -> str:
-    """String: our per-connection verkey -> the peer's verkey (which names the connection)."""
-    return f"{DIDCOMM_PREFIX}:ours:{verkey}"
+class Legacy:
+    """Key names of layout 1, read only by `mediator migrate`."""
+
+    IDENTITY = "dc:identity"
+    REGISTRY_PREFIX = "mq:registry:"
+    SUFFIXES = ("cfg", "s", "inflight", "rc", "delayed", "dbody", "ids", "dlqout", "waiters")
+
+    @staticmethod
+    def queue(qualified: str, suffix: str) -> str:
+        return f"mq:{{q:{qualified}}}:{suffix}"
+
+    @staticmethod
+    def connection(verkey: str, suffix: str) -> str:
+        return f"dc:{{c:{verkey}}}:{suffix}"
+
+    @staticmethod
+    def route(recipient_key: str) -> str:
+        return f"dc:route:{recipient_key}"
+
+    @staticmethod
+    def ours(verkey: str) -> str:
+        return f"dc:ours:{verkey}"

@@ -59,10 +59,30 @@ class QueueConfig:
         values.update({k: v for k, v in optional.items() if v is not None})
         return values, cleared
 
+    def stored_fields(self, namespace: str, defaults: QueueConfig | None) -> dict[str, str]:
+        """The config fields to store for a queue whose namespace keeps `defaults` out of
+        its hashes (all of them when None): only what differs, and "0" where a limit the
+        default has is lifted."""
+        values = self.to_fields(namespace)[0]
+        if defaults is None:
+            return values
+        base = defaults.to_fields(namespace)[0]
+        out = {k: v for k, v in values.items() if base.get(k) != v}
+        for name in LIMIT_FIELDS:
+            if name in base and name not in values:
+                out[name] = "0"
+        return out
+
     @classmethod
-    def from_fields(cls, fields: dict[str, str]) -> QueueConfig:
+    def from_fields(
+        cls, stored: dict[str, str], defaults: QueueConfig | None = None, namespace: str = ""
+    ) -> QueueConfig:
+        fields = {} if defaults is None else defaults.to_fields(namespace)[0]
+        fields.update(stored)
+
         def opt(key: str) -> int | None:
-            return int(fields[key]) if key in fields else None
+            value = int(fields[key]) if key in fields else None
+            return None if key in LIMIT_FIELDS and value == 0 else value
 
         dlq = fields.get("dlq")
         return cls(
@@ -76,6 +96,14 @@ class QueueConfig:
             max_message_bytes=opt("lim_mb"),
             will_queue=fields.get("wq", "1") != "0",
         )
+
+
+LIMIT_FIELDS = ("lim_n", "lim_b", "lim_mb")  # "0" stored: no limit, whatever the default
+# Every field a queue keeps in its config hash (what a DIDComm queue's deletion removes from
+# the connection record it shares).
+QUEUE_FIELDS = (
+    "ret", "vt", "dly", "mr", "dlq", *LIMIT_FIELDS, "wq", "bytes", "created", "la", "ld", "lr",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

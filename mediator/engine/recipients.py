@@ -29,17 +29,16 @@ class RecipientQueues:
     scripts: Scripts
     wake_channel: str
 
-    async def _schedule(self, qualified: str, due: int | None, *, lower_only: bool) -> None:
+    def packed_defaults(self, namespace: str) -> bytes | str:
+        raise NotImplementedError
+
+    async def _hint(self, shard: int, due_ms: int) -> None:
         raise NotImplementedError
 
     async def tag_stats(self, ref: QueueRef, tag: str, *, scan: int = 100_000) -> TagStats:
         """Counts of the messages carrying trace id `tag`; scans at most `scan` entries."""
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call(
-            "tag_stats",
-            [qk.cfg, qk.stream, qk.inflight, qk.delayed, qk.delayed_bodies],
-            [tag, scan],
-        )
+        r = await self.scripts.call("tag_stats", qk.all, [tag, scan])
         if int(r[0]) == -1:
             raise QueueNotFound(ref.name)
         return TagStats(
@@ -68,9 +67,10 @@ class RecipientQueues:
         def opt(value: int | None) -> str:
             return "" if value is None else str(value)
 
+        qk = keys.queue_keys(ref.qualified)
         r = await self.scripts.call(
             "queue_limits",
-            [keys.queue_keys(ref.qualified).cfg],
+            qk.all,
             [
                 retention_seconds,
                 "1" if will_queue else "0",
@@ -78,11 +78,12 @@ class RecipientQueues:
                 opt(max_messages),
                 opt(max_bytes),
                 opt(max_message_bytes),
+                ref.qualified,
             ],
         )
         if int(r[0]) == -1:
             raise QueueNotFound(ref.name)
-        await self._schedule(ref.qualified, int(r[1]), lower_only=True)
+        await self._hint(qk.shard, int(r[1]))
 
     # ---------------------------------------------------------------- messages
 
@@ -108,6 +109,7 @@ class RecipientQueues:
             "" if min_enqueue_ms is None else str(min_enqueue_ms),
             wait_marker_ms,
             "",  # cursor: where the previous call of this receive stopped
+            self.packed_defaults(ref.namespace),
         ]
         out: list[ReceivedMessage] = []
         now = 0
@@ -132,11 +134,7 @@ class RecipientQueues:
         if not message_ids:
             return 0
         qk = keys.queue_keys(ref.qualified)
-        released = await self.scripts.call(
-            "release",
-            [qk.inflight, qk.ids, qk.waiters],
-            [ref.qualified, *message_ids],
-        )
+        released = await self.scripts.call("release", qk.all, [ref.qualified, *message_ids])
         return int(released)
 
     async def reclaim_inflight(
@@ -144,11 +142,7 @@ class RecipientQueues:
     ) -> list[ReceivedMessage]:
         """Hand out again, with a new deadline, what is handed out and not acknowledged."""
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call(
-            "reclaim_inflight",
-            [qk.stream, qk.inflight, qk.receives],
-            [visibility_timeout_ms, most],
-        )
+        r = await self.scripts.call("reclaim_inflight", qk.all, [visibility_timeout_ms, most])
         return [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(int(r[3]))]
 
 

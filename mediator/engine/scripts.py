@@ -18,17 +18,21 @@ from mediator.storage.clients import RedisClient
 
 NAMES = (
     "send",
+    "forward",
     "receive",
     "delete_message",
     "dead_letter_accept",
     "dead_letter_settle",
+    "forget_moved",
     "queue_create",
     "queue_update",
     "queue_delete",
     "queue_detach",
     "queue_stats",
     "upkeep",
-    "lease",
+    "leases",
+    "shard_stats",
+    "audit",
     "receive_filtered",
     "tag_stats",
     "release",
@@ -38,6 +42,7 @@ NAMES = (
     "connection_create",
     "reclaim_inflight",
     "hold",
+    "route",
 )
 
 
@@ -65,6 +70,23 @@ class Scripts:
         except NoScriptError:
             await self._redis.script_load(source(name))  # a restarted or new server
             return await self._redis.evalsha(sha(name), len(keys), *keys, *args)
+
+    async def pipeline(self, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+        """Several script calls in one round trip (per node of a cluster). Only for scripts
+        that may run twice: when a server lacks one, the scripts are loaded and the whole
+        pipeline runs again."""
+        for attempt in (1, 2):
+            pipe = self._redis.pipeline(transaction=False)
+            for name, keys, args in calls:
+                pipe.evalsha(sha(name), len(keys), *keys, *args)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                for name in {c[0] for c in calls}:
+                    await self._redis.script_load(source(name))
+        raise AssertionError("unreachable")
 
 
 class ConfirmedScripts(Protocol):

@@ -19,11 +19,13 @@ from mediator.didcomm.invitation import invitation_urls, multi_use_id
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
+from mediator.mediation.keymaps import raw_key
 from mediator.settings import Settings
 from mediator.storage.clients import RedisClient
 
 RESPONDED = "responded"
 COMPLETED = "completed"
+SERVICES_FIELD = "svc"  # the record field naming a connection's push endpoints (JSON)
 
 
 def _text(value: bytes | str) -> str:
@@ -73,18 +75,19 @@ class HandshakeBook:
     async def record(self, handshake: Handshake, ours: str, now_ms: int, ttl: int) -> bool:
         """Store a connection in the `responded` state, with `ours`, our key on it, for `ttl`
         seconds unless mediation is granted (`keep`); False when its key is taken. The key
-        map is written first: alone, it is harmless."""
-        await self.redis.set(keys.our_key(ours), handshake.verkey, ex=ttl)
+        map is written first: alone, it is harmless.
+
+        The record keeps what later messages need (state, protocol, the handshake's thread
+        until `complete`, push endpoints when there are any), not the peer's DID document or
+        label: a granted recipient's record is a small hash (`docs/engine.md`, Memory)."""
+        await self.redis.set(keys.our_key_pending(ours), handshake.verkey, ex=ttl)
         fields = {
-            "ok": ours,
             "hs": RESPONDED,
             "proto": handshake.protocol,
-            "did": handshake.did,
-            "label": handshake.label,
             "thid": handshake.thid,
-            "inv": handshake.invitation,
-            "svc": services_json(handshake.services),
         }
+        if handshake.services:
+            fields[SERVICES_FIELD] = services_json(handshake.services)
         flat = [item for pair in fields.items() for item in pair]
         created = await self.scripts.call(
             "connection_create",
@@ -93,29 +96,38 @@ class HandshakeBook:
         )
         return bool(int(created))
 
-    async def keep(self, verkey: str) -> None:
-        """Keep a connection for good (it was granted mediation)."""
-        record = keys.connection_keys(verkey).record
-        ours = await self.redis.hget(record, "ok")
-        await self.redis.persist(record)
-        if ours is not None:
-            await self.redis.persist(keys.our_key(_text(ours)))
+    async def keep(self, verkey: str, ours: str) -> None:
+        """Keep a connection for good (it was granted mediation): its record loses its
+        expiry, and our key on it moves into the key map's buckets."""
+        raw = raw_key(ours)
+        await self.redis.persist(keys.connection_keys(verkey).record)
+        await self.redis.hset(keys.ours_bucket(raw), raw, verkey)
+        await self.redis.delete(keys.our_key_pending(ours))
 
     async def peers_of(self, ours: list[str]) -> dict[str, str]:
         """Which connections (peer verkeys) our keys `ours` belong to, where known."""
         if not ours:
             return {}
-        pipe = self.redis.pipeline(transaction=False)  # not MGET: the keys span cluster slots
+        pipe = self.redis.pipeline(transaction=False)  # the keys span cluster slots
         for verkey in ours:
-            pipe.get(keys.our_key(verkey))
+            raw = raw_key(verkey)
+            pipe.hget(keys.ours_bucket(raw), raw)
+            pipe.get(keys.our_key_pending(verkey))
+        answers = await pipe.execute()
         found = {}
-        for verkey, peer in zip(ours, await pipe.execute(), strict=True):
+        for i, verkey in enumerate(ours):
+            peer = answers[2 * i] or answers[2 * i + 1]
             if peer is not None:
                 found[verkey] = _text(peer)
         return found
 
     async def complete(self, verkey: str) -> None:
-        await self.redis.hset(keys.connection_keys(verkey).record, "hs", COMPLETED)
+        """The handshake is over: its thread is no longer needed."""
+        pipe = self.redis.pipeline(transaction=True)
+        record = keys.connection_keys(verkey).record
+        pipe.hset(record, "hs", COMPLETED)
+        pipe.hdel(record, "thid")
+        await pipe.execute()
 
     async def thread_of(self, verkey: str) -> str | None:
         value = await self.redis.hget(keys.connection_keys(verkey).record, "thid")

@@ -12,11 +12,14 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mediator.engine import Engine
+from mediator.engine import Engine, keys
 from mediator.engine.keys import DIDCOMM_NAMESPACE
-from mediator.engine.model import QueueRef, QueueStats, ReceivedMessage, SendMessage
+from mediator.engine.model import QueueConfig, QueueRef, QueueStats, ReceivedMessage, SendMessage
 from mediator.errors import QueueExists, QueueNotFound
+from mediator.mediation.handshakes import SERVICES_FIELD
+from mediator.mediation.keymaps import raw_key
 from mediator.mediation.limits import QueueLimits
+from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 
@@ -47,12 +50,36 @@ class MailboxStatus:
 EMPTY_AT = MailboxStatus(0, 0, 0, 0, None, None)
 
 
+@dataclass(frozen=True)
+class Forwarded:
+    """Where a forward's message was queued."""
+
+    connection: str
+    message_id: str
+    has_push: bool | None  # its record names push endpoints (None: not looked at)
+
+
+def defaults(settings: Settings) -> QueueConfig:
+    """The operator's default limits: what a recipient's queue keeps to unless the recipient
+    changed them (they are not stored with each queue, so a new default applies to all)."""
+    return QueueLimits.defaults(settings).to_config(settings)
+
+
 class Mailbox:
-    def __init__(self, engine: Engine, settings: Settings, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        *,
+        routed: bool = False,
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.metrics = metrics
-        self.defaults = QueueLimits.defaults(settings).to_config(settings)
+        self.defaults = defaults(settings)
+        # Route lookup and send in one script call (every key on one server: not a cluster).
+        self.routed = routed
 
     async def open(self, connection: str) -> None:
         """Create the connection's queue with the operator's default limits (idempotent)."""
@@ -66,13 +93,36 @@ class Mailbox:
         the settings ask for, where our own queued replies do not."""
         ref = queue_of(connection)
         message = [SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)]
-        try:  # the queue was made at the grant; recreated here should it be gone
-            result = await self.engine.send(ref, message, confirm=confirm)
-        except QueueNotFound:
-            result = await self.engine.send(
-                ref, message, create_with=self.defaults, confirm=confirm
-            )
+        # The queue was made at the grant; it is made again here should it be gone.
+        result = await self.engine.send(ref, message, create_with=self.defaults, confirm=confirm)
         return result.message_ids[0]
+
+    async def forward(
+        self, recipient_key: str, envelope: bytes, store: MediationStore, *, confirm: bool = True
+    ) -> Forwarded | None:
+        """Queue a forwarded message for whichever connection registered `recipient_key`;
+        None when none did. One script call where the deployment allows it, else the route
+        (cached per node) and then the send."""
+        message = SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)
+        if self.routed:
+            raw = raw_key(recipient_key)
+            done = await self.engine.send_routed(
+                keys.routes_bucket(raw),
+                raw,
+                DIDCOMM_NAMESPACE,
+                message,
+                report_field=SERVICES_FIELD,
+                confirm=confirm,
+            )
+            if done is None:
+                return None
+            connection, has_push, result = done
+            return Forwarded(connection, result.message_ids[0], has_push)
+        connection_ = await store.owner(recipient_key)
+        if connection_ is None:
+            return None
+        mid = await self.enqueue(connection_, envelope, recipient_key, confirm=confirm)
+        return Forwarded(connection_, mid, None)
 
     async def status(self, connection: str, recipient_key: str | None = None) -> MailboxStatus:
         ref = queue_of(connection)

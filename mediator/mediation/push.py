@@ -5,7 +5,8 @@ The queue stays the only source of truth. A push hands messages out as a deliver
 (hidden until the delivery deadline), posts them one by one in queue order, and deletes
 each only when the endpoint answered 2xx. On a failure the rest are released at once, so
 they are available for pickup meanwhile, and the connection is scheduled again with
-exponential backoff in `dc:push:<shard>`; the upkeep worker holding that shard retries it.
+exponential backoff in its shard's schedule (`@push:<connection>`); the upkeep worker
+holding that shard retries it.
 Before a push starts, the schedule is set to a guard time past the delivery deadline, so
 a node that dies mid-push leaves the retry to a worker.
 """
@@ -24,7 +25,7 @@ from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
 from mediator.engine.model import ReceivedMessage
-from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.mailbox import Mailbox, queue_of
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
@@ -81,17 +82,13 @@ class Pusher:
         self._running[connection] = task
         task.add_done_callback(lambda _: self._running.pop(connection, None))
 
-    async def retry_due(self, shard: int, now_ms: int, limit: int = 100) -> int:
-        """Start the pushes scheduled in `shard` whose time has come (the worker's part)."""
-        due = await self.redis.zrangebyscore(keys.push_due(shard), "-inf", now_ms, 0, limit)
-        for raw in due:
-            connection = raw.decode() if isinstance(raw, bytes) else str(raw)
-            services = await self._services(connection)
-            if services:
-                self.start(connection, services)
-            else:
-                await self.redis.zrem(keys.push_due(shard), connection)
-        return len(due)
+    async def due(self, connection: str) -> None:
+        """A push retry's time has come (the worker holding its shard found it due)."""
+        services = await self._services(connection)
+        if services:
+            self.start(connection, services)
+        else:
+            await self.redis.zrem(*_schedule_entry(connection))
 
     async def aclose(self) -> None:
         tasks = [*self._running.values(), *self._lookups]
@@ -133,11 +130,10 @@ class Pusher:
 
     async def _push_queue(self, connection: str, services: tuple[Service, ...]) -> bool:
         """Push until the queue is empty (True) or the endpoint fails (False, retry set)."""
-        shard = keys.shard_of(connection, self.settings.worker_shards)
-        due, record = keys.push_due(shard), keys.connection_keys(connection).record
+        record = keys.connection_keys(connection).record
         now = await self.mailbox.now_ms()
         guard_s = self.settings.delivery_timeout_seconds + self.settings.push_timeout_seconds
-        await self.redis.zadd(due, {connection: now + int(guard_s * 1000)})
+        await self._schedule(connection, now + int(guard_s * 1000))
         while True:
             messages, now, _ = await self.mailbox.deliver(connection, BATCH)
             if not messages:
@@ -154,7 +150,7 @@ class Pusher:
                     self.settings.push_retry_max_seconds,
                     self.settings.push_retry_min_seconds * 2 ** min(attempts - 1, 30),
                 )
-                await self.redis.zadd(due, {connection: now + int(delay * 1000)})
+                await self._schedule(connection, now + int(delay * 1000))
                 log.info(
                     "push to %s failed (attempt %d): retry in %.1f s",
                     connection[:8],
@@ -163,10 +159,18 @@ class Pusher:
                 )
                 return False
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zrem(due, connection)
+        pipe.zrem(*_schedule_entry(connection))
         pipe.hdel(record, "pa")
         await pipe.execute()
         return True
+
+    async def _schedule(self, connection: str, at_ms: int) -> None:
+        """The connection's next push in its shard's schedule, and the workers' hint."""
+        due, member = _schedule_entry(connection)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(due, {member: at_ms})
+        pipe.zadd(keys.next_due(), {str(_shard(connection)): at_ms}, lt=True)
+        await pipe.execute()
 
     async def _send(self, services: Sequence[Service], message: ReceivedMessage) -> bool:
         """Post one message to the first endpoint that takes it (2xx, or a WebSocket send)."""
@@ -197,3 +201,12 @@ class Pusher:
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.pushes.labels(outcome).inc()
+
+
+def _shard(connection: str) -> int:
+    return keys.queue_keys(queue_of(connection).qualified).shard
+
+
+def _schedule_entry(connection: str) -> tuple[str, str]:
+    """The shard's schedule and the connection's member in it."""
+    return keys.shard_due(_shard(connection)), keys.PUSH_MEMBER + connection

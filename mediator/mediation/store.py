@@ -1,10 +1,13 @@
 """Connections, mediation grants, keylists and routes, kept in Redis so any node can answer.
 
 A connection is named by the peer's verkey (its authcrypt sender key), recorded by a
-handshake (`handshakes.py`). A recipient key routes to exactly one connection: the first to register
-it keeps it, so nobody can take over another recipient's key. Registering writes the route
-first and the keylist second, and removing goes the other way round, so a crash in between
-leaves at worst a key that still routes to its owner and can be removed again.
+handshake (`handshakes.py`). Its record is its mailbox queue's config hash (one hash per
+recipient: handshake and mediation state, the keylist as `k:<key>` fields, the queue's own
+fields). A recipient key routes to exactly one connection: the first to register it keeps
+it (a field of a routes bucket), so nobody can take over another recipient's key.
+Registering writes the route first and the keylist second, and removing goes the other way
+round, so a crash in between leaves at worst a key that still routes to its owner and can be
+removed again.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from dataclasses import dataclass
 from mediator.didcomm.did_doc import Service
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
-from mediator.mediation.handshakes import services_from_json
+from mediator.mediation.handshakes import SERVICES_FIELD, services_from_json
+from mediator.mediation.keymaps import raw_key
 from mediator.storage.clients import RedisClient
 
 GRANTED = "granted"
 DENIED = "denied"
+KEY_FIELD = "k:"  # + recipient key: a keylist entry in the connection's record
 
 
 def _s(value: bytes | str) -> str:
@@ -86,7 +91,7 @@ class MediationStore:
 
     async def connection(self, verkey: str) -> Connection:
         fields = await self.redis.hmget(
-            keys.connection_keys(verkey).record, ["state", "xp", "hs", "svc"]
+            keys.connection_keys(verkey).record, ["state", "xp", "hs", SERVICES_FIELD]
         )
         state, xp, hs, svc = fields
         return Connection(
@@ -110,47 +115,44 @@ class MediationStore:
 
     async def add_key(self, connection: str, key: str) -> str:
         """Register `key` for `connection`: success, no_change, or client_error (taken)."""
-        created = await self.redis.set(keys.route(key), connection, nx=True)
-        if not created:
-            owner = await self.redis.get(keys.route(key))
-            if owner is None:  # released in between: try once more
-                created = await self.redis.set(keys.route(key), connection, nx=True)
-                if not created:
-                    return "server_error"
-            elif _s(owner) != connection:
-                return "client_error"
-        added = await self.redis.zadd(keys.connection_keys(connection).keylist, {key: 0})
-        return "success" if created or added else "no_change"
+        raw = raw_key(key)
+        routed = int(
+            await self.scripts.call("route", [keys.routes_bucket(raw)], ["add", raw, connection])
+        )
+        if routed < 0:
+            return "client_error"
+        added = await self.redis.hset(keys.connection_keys(connection).record, KEY_FIELD + key, "")
+        return "success" if routed or added else "no_change"
 
     async def remove_key(self, connection: str, key: str) -> str:
         """Unregister `key`: success, or no_change when this connection does not hold it."""
-        removed = await self.redis.zrem(keys.connection_keys(connection).keylist, key)
-        released = await self._release_route(key, connection)
+        removed = await self.redis.hdel(keys.connection_keys(connection).record, KEY_FIELD + key)
+        raw = raw_key(key)
+        released = int(
+            await self.scripts.call(
+                "route", [keys.routes_bucket(raw)], ["release", raw, connection]
+            )
+        )
         self.routes.forget(key)
         if released:
             await self.redis.publish(keys.ROUTES_CHANNEL, key)  # every node forgets it too
         return "success" if removed or released else "no_change"
 
-    async def _release_route(self, key: str, connection: str) -> bool:
-        """Delete the route only if it is still this connection's (compare-and-delete)."""
-        released = await self.scripts.call("hold", [keys.route(key)], ["release", connection, 0])
-        return bool(int(released))
-
     async def keylist(self, connection: str, offset: int, limit: int) -> tuple[list[str], int]:
         """One page of a connection's keys in name order, and how many it has in all."""
-        if limit <= 0:  # ZRANGE 0 -1 would be the whole list
-            return [], int(await self.redis.zcard(keys.connection_keys(connection).keylist))
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zrange(keys.connection_keys(connection).keylist, offset, offset + limit - 1)
-        pipe.zcard(keys.connection_keys(connection).keylist)
-        page, total = await pipe.execute()
-        return [_s(k) for k in page], int(total)
+        record = await self.redis.hgetall(keys.connection_keys(connection).record)
+        fields = (_s(f) for f in record)
+        registered = sorted(f[len(KEY_FIELD) :] for f in fields if f.startswith(KEY_FIELD))
+        if limit <= 0:
+            return [], len(registered)
+        return registered[offset : offset + limit], len(registered)
 
     async def owner(self, key: str) -> str | None:
         cached = self.routes.get(key)
         if cached is not None:
             return cached
-        value = await self.redis.get(keys.route(key))
+        raw = raw_key(key)
+        value = await self.redis.hget(keys.routes_bucket(raw), raw)
         if value is None:
             return None
         self.routes.put(key, _s(value))
@@ -161,9 +163,10 @@ class MediationStore:
             return []
         if len(recipient_keys) == 1:  # the usual forward: one key, no pipeline's overhead
             return [await self.owner(recipient_keys[0])]
-        pipe = self.redis.pipeline(transaction=False)  # not MGET: routes span cluster slots
+        pipe = self.redis.pipeline(transaction=False)  # the buckets span cluster slots
         for key in recipient_keys:
-            pipe.get(keys.route(key))
+            raw = raw_key(key)
+            pipe.hget(keys.routes_bucket(raw), raw)
         values = await pipe.execute()
         owners = [None if v is None else _s(v) for v in values]
         for key, owner in zip(recipient_keys, owners, strict=True):

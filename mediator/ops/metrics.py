@@ -1,8 +1,8 @@
 """Prometheus metrics in base units, without per-queue labels.
 
-Request counters are kept by this process. Queue totals come from the per-shard sums that
-the workers write while they walk their shards, so a scrape costs a few reads whatever the
-number of queues.
+Request counters are kept by this process. Queue totals come from the workers' partition
+summaries (workers/totals.py), which sum the counters the scripts keep per shard: a scrape
+costs one read per partition whatever the number of queues.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
-from mediator.engine import keys
+from mediator.engine.books import EVENTS, read_summaries
 from mediator.storage.clients import RedisClient
-
-NAMESPACES = ("mqs", "didcomm")
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -44,22 +44,46 @@ class Metrics:
             registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 65),
         )
-        self.queues = Gauge("mediator_queues", "Queues, by namespace.", ["namespace"], registry=r)
+        self.queues = Gauge(
+            "mediator_queues", "Queues, by namespace (mqs, didcomm).", ["namespace"], registry=r
+        )
         self.messages = Gauge(
             "mediator_queue_messages",
-            "Messages in all queues, by state (visible, in_flight, delayed).",
-            ["state"],
+            "Messages in all queues, by namespace and state (visible, in_flight, delayed).",
+            ["namespace", "state"],
             registry=r,
         )
-        self.bytes = Gauge("mediator_queue_bytes", "Body bytes held in all queues.", registry=r)
+        self.bytes = Gauge(
+            "mediator_queue_bytes", "Body bytes held in all queues.", ["namespace"], registry=r
+        )
         self.oldest = Gauge(
             "mediator_queue_oldest_message_age_seconds",
-            "Age of the oldest message in any queue.",
+            "Age of the oldest stored message of any queue (0 when none is stored).",
+            ["namespace"],
             registry=r,
         )
         self.stats_age = Gauge(
             "mediator_queue_stats_age_seconds",
-            "Age of the oldest per-shard total behind the queue gauges (workers refresh them).",
+            "Age of the stalest partition summary behind the queue figures (workers refresh "
+            "them every MEDIATOR_STATS_SECONDS).",
+            registry=r,
+        )
+        self.summaries_missing = Gauge(
+            "mediator_queue_stats_partitions_missing",
+            "Worker partitions without a summary yet (their queues are not in the figures).",
+            registry=r,
+        )
+        self.events = _EventsCollector()
+        r.register(self.events)
+        self.upkeeps = Counter(
+            "mediator_worker_upkeeps",
+            "Schedule entries (queue upkeep, push retries, forwarding expiry) this process's "
+            "worker ran.",
+            registry=r,
+        )
+        self.audited = Counter(
+            "mediator_worker_audited_queues",
+            "Queues this process's worker checked in its audit.",
             registry=r,
         )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
@@ -115,36 +139,43 @@ class Metrics:
         children[0].inc()
         children[1].observe(seconds)
 
-    async def refresh_queue_totals(self, redis: RedisClient, shards: int) -> None:
-        pipe = redis.pipeline(transaction=False)
-        for ns in NAMESPACES:
-            pipe.zcard(keys.registry(ns))
-        for shard in range(shards):
-            pipe.hgetall(keys.shard_stats(shard))
-        rows = await pipe.execute()
-        for ns, count in zip(NAMESPACES, rows, strict=False):
-            self.queues.labels(ns).set(int(count))
-        totals = {"visible": 0, "in_flight": 0, "delayed": 0, "bytes": 0}
-        oldest: int | None = None
-        stalest: int | None = None
+    async def refresh_queue_totals(self, redis: RedisClient, partitions: int) -> None:
+        totals, stalest, missing = await read_summaries(redis, partitions)
         now_ms = int(time.time() * 1000)
-        for raw in rows[len(NAMESPACES) :]:
-            fields = {k.decode(): int(v) for k, v in raw.items()}
-            if not fields:
-                continue
-            for key in totals:
-                totals[key] += fields.get(key, 0)
-            if fields.get("oldest_ms", -1) >= 0 and (
-                oldest is None or fields["oldest_ms"] < oldest
-            ):
-                oldest = fields["oldest_ms"]
-            if stalest is None or fields["updated_ms"] < stalest:
-                stalest = fields["updated_ms"]
-        for state in ("visible", "in_flight", "delayed"):
-            self.messages.labels(state).set(totals[state])
-        self.bytes.set(totals["bytes"])
-        self.oldest.set(0 if oldest is None else max(0, now_ms - oldest) / 1000)
+        for ns, t in totals.items():
+            self.queues.labels(ns).set(t.values["q"])
+            self.messages.labels(ns, "visible").set(t.visible)
+            self.messages.labels(ns, "in_flight").set(t.values["fl"])
+            self.messages.labels(ns, "delayed").set(t.values["d"])
+            self.bytes.labels(ns).set(t.values["b"])
+            age = 0 if t.oldest_ms is None else max(0, now_ms - t.oldest_ms) / 1000
+            self.oldest.labels(ns).set(age)
+        self.events.values = {
+            (ns, event): t.values[field]
+            for ns, t in totals.items()
+            for field, event in EVENTS.items()
+        }
         self.stats_age.set(0 if stalest is None else max(0, now_ms - stalest) / 1000)
+        self.summaries_missing.set(missing)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _EventsCollector(Collector):
+    """Cumulative message counts of all queues, as the partition summaries last said."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], int] = {}
+
+    def collect(self) -> Any:
+        family = CounterMetricFamily(
+            "mediator_queue_message_events",
+            "Messages of all queues since they were created, by namespace and event (added, "
+            "delivered: handed out, re-offers included; acknowledged: deleted by id; expired; "
+            "dead_lettered; dropped with a deleted queue).",
+            labels=["namespace", "event"],
+        )
+        for (ns, event), value in sorted(self.values.items()):
+            family.add_metric([ns, event], value)
+        yield family

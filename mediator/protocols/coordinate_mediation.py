@@ -36,9 +36,12 @@ async def mediate_request(ctx: Context) -> None:
         await ctx.services.store.set_state(connection.verkey, DENIED, now)
         ctx.reply("mediate-deny", {})
         return
+    # Kept first: a record with a queue in it must never expire with the queue still counted.
+    await ctx.services.handshakes.keep(
+        connection.verkey, ctx.services.keys_for(connection.verkey).verkey_b58
+    )
     await ctx.services.mailbox.open(connection.verkey)
     await ctx.services.store.set_state(connection.verkey, GRANTED, now)
-    await ctx.services.handshakes.keep(connection.verkey)
     ctx.reply(
         "mediate-grant",
         {

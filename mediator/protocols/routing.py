@@ -13,6 +13,7 @@ from mediator.errors import (
     ProblemReport,
     ReplicationShortfall,
 )
+from mediator.mediation.mailbox import Forwarded
 from mediator.protocols.context import Context
 
 LIMIT_STATUS = {"message_size": 413, "count": 507, "size": 507, "will_queue": 403}
@@ -39,39 +40,59 @@ async def forward(ctx: Context) -> None:
 
     # The message is queued once per connection among its recipients (Pickup 2.0,
     # "Multiple Recipients"); `to` itself must be one of ours.
-    candidates = [to, *(k for k in kids if k != to)]
-    owners = await ctx.services.store.owners(candidates)
-    if owners[0] is None:
-        raise ProblemReport(
-            "unknown-recipient",
-            f"no recipient is registered here for key {to}: the message was not accepted",
-            status=404,
-        )
-    targets: dict[str, str] = {}
-    for key, owner in zip(candidates, owners, strict=True):
-        if owner is not None and owner not in targets:
-            targets[owner] = key
+    services = ctx.services
     refused: list[LimitExceeded] = []
     unconfirmed: list[ReplicationShortfall] = []
-    for connection, key in targets.items():
+    targets: set[str] = set()
+
+    def queued(forwarded: Forwarded) -> None:
+        targets.add(forwarded.connection)
+        if forwarded.has_push is not False:  # False: its record names no push endpoint
+            services.pusher.queued(forwarded.connection)
+
+    try:
+        first = await services.mailbox.forward(to, envelope, services.store)
+    except (LimitExceeded, ReplicationShortfall) as exc:
+        owner = await services.store.owner(to) or ""
+        targets.add(owner)
+        if isinstance(exc, LimitExceeded):
+            refused.append(exc)
+        else:  # stored all the same: the others still get it
+            unconfirmed.append(exc)
+            services.pusher.queued(owner)
+    else:
+        if first is None:
+            raise ProblemReport(
+                "unknown-recipient",
+                f"no recipient is registered here for key {to}: the message was not accepted",
+                status=404,
+            )
+        queued(first)
+    others = [k for k in kids if k != to]
+    for key, other in zip(others, await services.store.owners(others), strict=True):
+        if other is None or other in targets:
+            continue
+        owner = other
+        targets.add(owner)
         try:
-            await ctx.services.mailbox.enqueue(connection, envelope, key)
+            mid = await services.mailbox.enqueue(owner, envelope, key)
         except LimitExceeded as exc:
             refused.append(exc)
             continue
-        except ReplicationShortfall as exc:  # stored all the same: the others still get it
+        except ReplicationShortfall as exc:
             unconfirmed.append(exc)
-        ctx.services.pusher.queued(connection)
+            continue
+        queued(Forwarded(owner, mid, None))
     if unconfirmed and not refused:
         raise unconfirmed[0]
     if refused:
-        first = refused[0]
+        refusal = refused[0]
         accepted = len(targets) - len(refused)
         note = f" ({accepted} of {len(targets)} recipients accepted it)" if accepted else ""
         raise ProblemReport(
-            f"queue-{first.kind or 'limit'}".replace("_", "-"),
-            f"the recipient's queue refused the message: {first.reason}{note}",
-            status=LIMIT_STATUS.get(first.kind, 507),
+            f"queue-{refusal.kind or 'limit'}".replace("_", "-"),
+            f"the recipient's queue refused the message: {refusal.reason}{note}",
+            status=LIMIT_STATUS.get(refusal.kind, 507),
         )
 
 

@@ -1,16 +1,26 @@
--- Helpers prepended to every script by mediator/engine/scripts.py. Keys always come from KEYS;
--- nothing here builds a key name.
+-- Helpers prepended to every script by mediator/engine/scripts.py. Keys come from KEYS (or,
+-- in forward.lua alone, from templates the caller passes); nothing here makes up a key name.
 --
 -- Stream entry fields: i = message id, t = content type, e = content encoding, r = trace id,
 -- z = first enqueue time (ms, kept across dead-lettering), b = body.
 -- Config hash fields: ret, vt, dly (seconds), mr (max receives), dlq (qualified name),
 -- lim_n, lim_b, lim_mb (count, size and message size limits), wq ('0' = refuse sends),
--- bytes (current body bytes), sched (registered upkeep time, ms), created (ms),
+-- bytes (current body bytes; absent = 0), created (ms: the queue exists while it is set),
 -- la, ld, lr (ms a message was last added, delivered, removed by id; absent when never).
+-- A namespace may keep its queues' settings out of the hash: its callers pass the defaults
+-- (a msgpack map) and a setting the hash lacks is read from there.
+--
+-- Every script that changes a queue keeps its shard's books in the same call: the
+-- namespace's totals (keys.shard_totals), in-flight buckets (shard_flight), oldest index
+-- (shard_oldest), registry (shard_registry) and the shard's schedule (shard_due).
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function int(n)
+  return string.format('%d', n)
 end
 
 local function to_table(arr)
@@ -19,10 +29,102 @@ local function to_table(arr)
   return t
 end
 
--- Changes the queue's byte count. Skips 0: Lua would send -0, which Redis 7.0 refuses.
-local function add_bytes(cfg, delta)
-  if delta ~= 0 then redis.call('HINCRBY', cfg, 'bytes', string.format('%d', delta)) end
+-- The standard keys of a per-queue script (keys.QueueKeys.all), from position `at` of `list`.
+local function queue_keys(list, at)
+  return {cfg = list[at], stream = list[at + 1], inflight = list[at + 2], rc = list[at + 3],
+    delayed = list[at + 4], dbody = list[at + 5], ids = list[at + 6], outbox = list[at + 7],
+    waiters = list[at + 8], due = list[at + 9], tot = list[at + 10], fl = list[at + 11],
+    old = list[at + 12], reg = list[at + 13]}
 end
+
+local function exists(Q)
+  return redis.call('HEXISTS', Q.cfg, 'created') == 1
+end
+
+-- The queue's name within its namespace ("didcomm:abc" -> "abc"): the registry and oldest
+-- index are per namespace, the schedule is shared and takes the qualified name.
+local function short_name(name)
+  return string.sub(name, string.find(name, ':', 1, true) + 1)
+end
+
+local function defaults_of(packed)
+  if packed == nil or packed == '' then return nil end
+  return cmsgpack.unpack(packed)
+end
+
+-- The named settings, from the hash or else from `defaults`; missing ones are nil.
+local function settings(Q, defaults, names)
+  local got = redis.call('HMGET', Q.cfg, unpack(names))
+  local out = {}
+  for i, n in ipairs(names) do
+    local v = got[i]
+    if not v and defaults then v = defaults[n] end
+    if v then out[n] = v end
+  end
+  return out
+end
+
+-- ------------------------------------------------------------------ the shard's books
+
+local function count(Q, field, delta)
+  if delta ~= 0 then redis.call('HINCRBY', Q.tot, field, int(delta)) end
+end
+
+-- Changes the queue's and the shard's byte counts (never by 0: Lua would send -0).
+local function add_bytes(Q, delta)
+  if delta ~= 0 then
+    redis.call('HINCRBY', Q.cfg, 'bytes', int(delta))
+    redis.call('HINCRBY', Q.tot, 'b', int(delta))
+  end
+end
+
+-- In-flight buckets: the second a deadline ends in (rounded up) -> messages. A deadline is
+-- counted when it is set in the future, and uncounted when its entry leaves it before it
+-- ends; a past second is simply no longer summed (and pruned by shard_stats).
+local function second(ms)
+  return int(math.ceil(ms / 1000))
+end
+
+local function flight_add(Q, deadline, n, now)
+  if n > 0 and deadline > now then redis.call('HINCRBY', Q.fl, second(deadline), n) end
+end
+
+local function flight_drop(Q, score, now)
+  if not score then return end
+  score = tonumber(score)
+  if score > now then
+    local s = second(score)
+    if redis.call('HINCRBY', Q.fl, s, -1) <= 0 then redis.call('HDEL', Q.fl, s) end
+  end
+end
+
+-- The oldest index holds the first enqueue time of the stream's head entry.
+local function refresh_oldest(Q, name)
+  local head = redis.call('XRANGE', Q.stream, '-', '+', 'COUNT', 1)
+  if #head > 0 then
+    redis.call('ZADD', Q.old, to_table(head[1][2]).z, short_name(name))
+  else
+    redis.call('ZREM', Q.old, short_name(name))
+  end
+end
+
+-- Bring `member`'s time in the shard's schedule forward to `due` (ms). Returns `due` when
+-- that made it the shard's earliest (the workers' hint must learn it), else -1.
+local function schedule(Q, member, due)
+  local head = redis.call('ZRANGE', Q.due, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', Q.due, 'LT', int(due), member)
+  if #head == 0 or due < tonumber(head[2]) then return due end
+  return -1
+end
+
+-- A new queue: its config (field/value list), creation time, registry entry and count.
+local function create_queue(Q, name, now, fields)
+  if #fields > 0 then redis.call('HSET', Q.cfg, unpack(fields)) end
+  redis.call('HSET', Q.cfg, 'created', int(now))
+  if redis.call('SADD', Q.reg, short_name(name)) == 1 then count(Q, 'q', 1) end
+end
+
+-- ------------------------------------------------------------------ streams
 
 local function ensure_stream(stream)
   if redis.call('EXISTS', stream) == 0 then
@@ -37,9 +139,10 @@ local function stream_add(stream, m)
     'z', m[5], 'b', m[6])
 end
 
-local function drop_stream_if_empty(stream, inflight, rc)
-  if redis.call('XLEN', stream) == 0 then
-    redis.call('DEL', stream, inflight, rc)
+local function drop_stream_if_empty(Q, name)
+  if redis.call('XLEN', Q.stream) == 0 then
+    redis.call('DEL', Q.stream, Q.inflight, Q.rc)
+    redis.call('ZREM', Q.old, short_name(name))
   end
 end
 
@@ -47,11 +150,10 @@ end
 -- Redis time (ms) until which that node waits on the queue (a long poll, or a live socket's
 -- delivery loop, whose receive found nothing). Each such node gets
 -- "wake <queue> <count visible now> <due ms or -1> <now ms>"; lapsed entries are dropped.
-local function wake(waiters, name, count, due, now)
+local function wake(waiters, name, count_, due, now)
   local w = redis.call('HGETALL', waiters)
   if #w == 0 then return end
-  local text = 'wake ' .. name .. ' ' .. string.format('%d', count) .. ' '
-    .. string.format('%d', due) .. ' ' .. string.format('%d', now)
+  local text = 'wake ' .. name .. ' ' .. int(count_) .. ' ' .. int(due) .. ' ' .. int(now)
   for i = 1, #w, 2 do
     if tonumber(w[i + 1]) > now then
       redis.call('PUBLISH', w[i], text)
@@ -65,18 +167,8 @@ end
 -- lives as long as its longest entry.
 local function mark_waiting(waiters, channel, ms, now)
   if ms <= 0 or channel == '' then return end
-  redis.call('HSET', waiters, channel, string.format('%d', now + ms))
+  redis.call('HSET', waiters, channel, int(now + ms))
   if redis.call('PTTL', waiters) < ms then redis.call('PEXPIRE', waiters, ms) end
-end
-
--- Lower the queue's registered upkeep time to `due`; returns due when it changed, else -1.
-local function reschedule(cfg, due)
-  local cur = redis.call('HGET', cfg, 'sched')
-  if (not cur) or due < tonumber(cur) then
-    redis.call('HSET', cfg, 'sched', string.format('%d', due))
-    return due
-  end
-  return -1
 end
 
 local function first_score(zset)
@@ -87,22 +179,25 @@ end
 
 -- Move due delayed messages into the stream (dropping those past retention).
 -- Returns promoted, purged.
-local function promote(cfg, stream, delayed, dbody, ids, now, ret_ms, limit)
-  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
+local function promote(Q, now, ret_ms, limit)
+  local due = redis.call('ZRANGEBYSCORE', Q.delayed, '-inf', now, 'LIMIT', 0, limit)
   local promoted, purged = 0, 0
   for _, id in ipairs(due) do
-    local packed = redis.call('HGET', dbody, id)
-    redis.call('ZREM', delayed, id)
-    redis.call('HDEL', dbody, id)
+    local packed = redis.call('HGET', Q.dbody, id)
+    redis.call('ZREM', Q.delayed, id)
+    redis.call('HDEL', Q.dbody, id)
+    count(Q, 'd', -1)
     if packed then
       local m = cmsgpack.unpack(packed)
       if now - tonumber(m[5]) >= ret_ms then
-        redis.call('HDEL', ids, id)
-        add_bytes(cfg, -#m[6])
+        redis.call('HDEL', Q.ids, id)
+        add_bytes(Q, -#m[6])
+        count(Q, 'exp', 1)
         purged = purged + 1
       else
-        local sid = stream_add(stream, m)
-        redis.call('HSET', ids, id, sid)
+        local sid = stream_add(Q.stream, m)
+        redis.call('HSET', Q.ids, id, sid)
+        count(Q, 'n', 1)
         promoted = promoted + 1
       end
     end
@@ -138,12 +233,81 @@ local function put_message(out, got, f, receives, visible_at, moved_to)
   out[base + 9] = moved_to
 end
 
--- Remove one stream entry for good: acknowledged first, so nothing is left in the PEL.
-local function purge_entry(cfg, stream, inflight, rc, ids, sid, msg_id, size)
-  redis.call('XACK', stream, 'g', sid)
-  redis.call('XDEL', stream, sid)
-  redis.call('ZREM', inflight, sid)
-  redis.call('HDEL', rc, sid)
-  redis.call('HDEL', ids, msg_id)
-  add_bytes(cfg, -size)
+-- Remove one stream entry for good (acknowledged first, so nothing is left in the PEL),
+-- counted as `why`: 'exp' (retention) or 'ack' (deleted by id).
+local function purge_entry(Q, sid, msg_id, size, why, now)
+  flight_drop(Q, redis.call('ZSCORE', Q.inflight, sid), now)
+  redis.call('XACK', Q.stream, 'g', sid)
+  redis.call('XDEL', Q.stream, sid)
+  redis.call('ZREM', Q.inflight, sid)
+  redis.call('HDEL', Q.rc, sid)
+  redis.call('HDEL', Q.ids, msg_id)
+  add_bytes(Q, -size)
+  count(Q, 'n', -1)
+  count(Q, why, 1)
+end
+
+-- A limit setting: a positive number, or nil for none ('0' stores "no limit" over a default).
+local function limit(value)
+  local n = tonumber(value)
+  if n and n > 0 then return n end
+  return nil
+end
+
+-- Store messages in a queue (send.lua and forward.lua). `lazy` = false: a missing queue is
+-- refused; else the list of config pairs a missing queue is created with.
+-- `args` from position `first`: 5 values per message (id, content type, content encoding,
+-- trace id, body). Returns the reply of send.lua.
+local function send_messages(Q, name, defaults, lazy, args, first)
+  local now = now_ms()
+  if not exists(Q) then
+    if not lazy then return {-1} end
+    create_queue(Q, name, now, lazy)
+  end
+  local c = settings(Q, defaults, {'ret', 'dly', 'lim_n', 'lim_b', 'lim_mb', 'wq', 'bytes'})
+  if c.wq == '0' then return {-5} end
+  local n = (#args - first + 1) / 5
+  local total = 0
+  local lim_mb, lim_n, lim_b = limit(c.lim_mb), limit(c.lim_n), limit(c.lim_b)
+  for i = 0, n - 1 do
+    local size = #args[first + 5 * i + 4]
+    if lim_mb and size > lim_mb then return {-2, i + 1, size} end
+    total = total + size
+  end
+  if lim_n then
+    local held = redis.call('XLEN', Q.stream) + redis.call('ZCARD', Q.delayed)
+    if held + n > lim_n then return {-3, held} end
+  end
+  local bytes = tonumber(c.bytes) or 0
+  if lim_b and bytes + total > lim_b then return {-4, bytes} end
+
+  local delay_ms = (tonumber(c.dly) or 0) * 1000
+  local due = now + delay_ms
+  local was_empty = delay_ms == 0 and redis.call('XLEN', Q.stream) == 0
+  for i = 0, n - 1 do
+    local base = first + 5 * i
+    local m = {args[base], args[base + 1], args[base + 2], args[base + 3], now, args[base + 4]}
+    if delay_ms > 0 then
+      redis.call('ZADD', Q.delayed, due, m[1])
+      redis.call('HSET', Q.dbody, m[1], cmsgpack.pack(m))
+      redis.call('HSET', Q.ids, m[1], 'd')
+    else
+      redis.call('HSET', Q.ids, m[1], stream_add(Q.stream, m))
+    end
+  end
+  add_bytes(Q, total)
+  count(Q, delay_ms > 0 and 'd' or 'n', n)
+  count(Q, 'add', n)
+  redis.call('HSET', Q.cfg, 'la', int(now))
+  if was_empty then redis.call('ZADD', Q.old, now, short_name(name)) end
+
+  local upkeep = now + tonumber(c.ret) * 1000
+  if delay_ms > 0 and due < upkeep then upkeep = due end
+  local hint = schedule(Q, name, upkeep)
+  if delay_ms > 0 then
+    wake(Q.waiters, name, 0, due, now)
+    return {1, now, hint, 0, n}
+  end
+  wake(Q.waiters, name, n, -1, now)
+  return {1, now, hint, n, 0}
 end

@@ -1,16 +1,17 @@
 -- peek: the oldest stored messages, visible or handed out, changing nothing (read only; an
 -- operator's view). Messages past retention that upkeep has not purged yet are left out;
 -- delayed messages are not stored yet and are not shown.
--- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] receive counts
--- ARGV[1] n (most messages to return)
+-- KEYS: the queue's keys (keys.QueueKeys.all)
+-- ARGV[1] n (most messages to return)  ARGV[2] the namespace's default settings (or '')
 -- Returns {1, now, -1, count, more, -1, <9 values per message as receive.lua>...}
 --   per message the visible-again ms is its in-flight score (a deadline still to come while
 --   handed out), or its first enqueue ms when it was never handed out
 --   more: 1 when the script stopped at its budget of expired entries skipped
 --         {-1}  no such queue
-local cfg, stream, inflight, rc = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local ret = redis.call('HGET', cfg, 'ret')
-if not ret then return {-1} end
+local Q = queue_keys(KEYS, 1)
+local stream, inflight, rc = Q.stream, Q.inflight, Q.rc
+if not exists(Q) then return {-1} end
+local ret = settings(Q, defaults_of(ARGV[2]), {'ret'}).ret
 local n = tonumber(ARGV[1])
 local now = now_ms()
 local ret_ms = tonumber(ret) * 1000

@@ -1,9 +1,10 @@
 -- queue_create: create a queue's configuration; its stream is made lazily on first send.
--- KEYS[1] cfg
--- ARGV field/value pairs
+-- KEYS: the queue's keys (keys.QueueKeys.all)
+-- ARGV[1] qualified queue name  ARGV[2..] config field/value pairs
 -- Returns 1 created, 0 a queue of that name exists
-local cfg = KEYS[1]
-if redis.call('EXISTS', cfg) == 1 then return 0 end
-redis.call('HSET', cfg, unpack(ARGV))
-redis.call('HSET', cfg, 'created', string.format('%d', now_ms()), 'bytes', 0)
+local Q = queue_keys(KEYS, 1)
+if exists(Q) then return 0 end
+local pairs_ = {}
+for i = 2, #ARGV do pairs_[#pairs_ + 1] = ARGV[i] end
+create_queue(Q, ARGV[1], now_ms(), pairs_)
 return 1

@@ -8,26 +8,25 @@
 -- call of the same receive examined and left visible, so a receive that needs several calls
 -- (budget or n reached) moves on instead of reading the same backlog again. Entries that
 -- become visible behind the cursor meanwhile are found by the next receive.
--- KEYS[1..9] cfg, stream, inflight, receive counts, delayed, delayed bodies, ids, outbox,
---            waiters (as receive.lua)
+-- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] qualified queue name  ARGV[2] this node's wake channel  ARGV[3] n
 -- ARGV[4] visibility timeout ms, or '' for the queue's own
 -- ARGV[5] trace id (recipient key) to match, or '' for any
 -- ARGV[6] earliest first-enqueue time (ms) to match, or '' for any
 -- ARGV[7] ms this node waits on the queue when nothing matched ('0': it will not wait)
 -- ARGV[8] cursor returned by the previous call of this receive, or '' to start
+-- ARGV[9] the namespace's default settings (msgpack map, or '')
 -- Returns {1, now, next_due, count, more, cursor, <9 values per message>...}
 --   as receive.lua, except that slot 6 is the cursor to pass to the next call ('' = none)
 --         {-1}  no such queue
-local cfg, stream, inflight, rc, delayed, dbody, ids, outbox, waiters =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local Q = queue_keys(KEYS, 1)
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local c = redis.call('HMGET', cfg, 'vt', 'ret')
-if not c[1] then return {-1} end
+if not exists(Q) then return {-1} end
+local c = settings(Q, defaults_of(ARGV[9]), {'vt', 'ret'})
 local now = now_ms()
-local vt_ms = tonumber(c[1]) * 1000
+local vt_ms = tonumber(c.vt) * 1000
 if ARGV[4] ~= '' then vt_ms = tonumber(ARGV[4]) end
-local ret_ms = tonumber(c[2]) * 1000
+local ret_ms = tonumber(c.ret) * 1000
 local tag = ARGV[5]
 local min_z = tonumber(ARGV[6])
 -- With a cut-off, PEL scores below `lo` can only belong to messages enqueued before it.
@@ -35,7 +34,7 @@ local lo = min_z and (min_z - PARKED_SKEW_MS)
 local cur_score, cur_sid = string.match(ARGV[8] or '', '^(%S+) (%S+)$')
 cur_score = tonumber(cur_score)
 
-promote(cfg, stream, delayed, dbody, ids, now, ret_ms, 100)
+local head_moved = promote(Q, now, ret_ms, 100) > 0
 
 local out = {1, now, -1, 0, 0, ''}
 local got, examined = 0, 0
@@ -49,8 +48,8 @@ local function matches(f)
 end
 
 local function deliver(sid, f)
-  local receives = redis.call('HINCRBY', rc, sid, 1)
-  redis.call('ZADD', inflight, hidden_until, sid)
+  local receives = redis.call('HINCRBY', Q.rc, sid, 1)
+  redis.call('ZADD', Q.inflight, hidden_until, sid)
   got = got + 1
   put_message(out, got, f, receives, hidden_until, '')
 end
@@ -60,7 +59,7 @@ end
 local function advance(sid, score)
   if lo and score < lo then return end
   if cur_sid and (score < cur_score or (score == cur_score and sid ~= cur_sid
-      and redis.call('ZRANK', inflight, sid) < (redis.call('ZRANK', inflight, cur_sid) or -1)))
+      and redis.call('ZRANK', Q.inflight, sid) < (redis.call('ZRANK', Q.inflight, cur_sid) or -1)))
   then
     return
   end
@@ -71,9 +70,9 @@ end
 -- With a cut-off, parked entries enqueued well before it (see `lo`) are never read.
 local function visible_pel()
   local flat
-  if cur_sid and tonumber(redis.call('ZSCORE', inflight, cur_sid)) == cur_score then
-    local rank = redis.call('ZRANK', inflight, cur_sid)
-    flat = redis.call('ZRANGE', inflight, rank + 1, rank + BUDGET, 'WITHSCORES')
+  if cur_sid and tonumber(redis.call('ZSCORE', Q.inflight, cur_sid)) == cur_score then
+    local rank = redis.call('ZRANK', Q.inflight, cur_sid)
+    flat = redis.call('ZRANGE', Q.inflight, rank + 1, rank + BUDGET, 'WITHSCORES')
   else
     -- The cursor entry was handed out or deleted meanwhile: resume after its score.
     local from = '-inf'
@@ -82,7 +81,7 @@ local function visible_pel()
     elseif lo then
       from = string.format('%d', lo)
     end
-    flat = redis.call('ZRANGEBYSCORE', inflight, from, now, 'WITHSCORES', 'LIMIT', 0, BUDGET)
+    flat = redis.call('ZRANGEBYSCORE', Q.inflight, from, now, 'WITHSCORES', 'LIMIT', 0, BUDGET)
   end
   local entries = {}
   for i = 1, #flat, 2 do
@@ -93,19 +92,20 @@ local function visible_pel()
   return entries
 end
 
-if redis.call('EXISTS', stream) == 1 then
+if redis.call('EXISTS', Q.stream) == 1 then
   for _, p in ipairs(visible_pel()) do
     if got >= n or examined >= BUDGET then break end
     examined = examined + 1
     local sid = p[1]
-    local e = redis.call('XRANGE', stream, sid, sid)
+    local e = redis.call('XRANGE', Q.stream, sid, sid)
     if #e == 0 then
-      redis.call('ZREM', inflight, sid)
-      redis.call('HDEL', rc, sid)
+      redis.call('ZREM', Q.inflight, sid)
+      redis.call('HDEL', Q.rc, sid)
     else
       local f = to_table(e[1][2])
       if now - tonumber(f.z) >= ret_ms then
-        purge_entry(cfg, stream, inflight, rc, ids, sid, f.i, #f.b)
+        purge_entry(Q, sid, f.i, #f.b, 'exp', now)
+        head_moved = true
       elseif matches(f) then
         deliver(sid, f)
       else
@@ -115,19 +115,20 @@ if redis.call('EXISTS', stream) == 1 then
   end
   while got < n and examined < BUDGET do
     local want = math.min(100, BUDGET - examined)
-    local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', want, 'STREAMS', stream, '>')
+    local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', want, 'STREAMS', Q.stream, '>')
     if not r then break end
     local entries = r[1][2]
     for _, e in ipairs(entries) do
       examined = examined + 1
       local f = to_table(e[2])
       if now - tonumber(f.z) >= ret_ms then
-        purge_entry(cfg, stream, inflight, rc, ids, e[1], f.i, #f.b)
+        purge_entry(Q, e[1], f.i, #f.b, 'exp', now)
+        head_moved = true
       elseif got < n and matches(f) then
         deliver(e[1], f)
       else
         local score, arg = visible_score(e[1], now)
-        redis.call('ZADD', inflight, arg, e[1])
+        redis.call('ZADD', Q.inflight, arg, e[1])
         -- Parked after n was reached, a matching entry must stay ahead of the cursor.
         if got < n then advance(e[1], score) end
       end
@@ -135,21 +136,24 @@ if redis.call('EXISTS', stream) == 1 then
     if #entries < want then break end
   end
   if got < n and examined >= BUDGET then out[5] = 1 end
-  drop_stream_if_empty(stream, inflight, rc)
+  if head_moved then refresh_oldest(Q, name) end
+  drop_stream_if_empty(Q, name)
 end
 
 if cur_sid then out[6] = string.format('%.17g', cur_score) .. ' ' .. cur_sid end
 out[4] = got
 if got > 0 then
-  redis.call('HSET', cfg, 'ld', string.format('%d', now))
-  if vt_ms > 0 then wake(waiters, name, 0, hidden_until, now) end
+  redis.call('HSET', Q.cfg, 'ld', int(now))
+  count(Q, 'dlv', got)
+  flight_add(Q, hidden_until, got, now)
+  if vt_ms > 0 then wake(Q.waiters, name, 0, hidden_until, now) end
 elseif out[5] == 1 then
   out[3] = now
 else
-  local r = redis.call('ZRANGEBYSCORE', inflight, '(' .. string.format('%d', now), '+inf',
+  local r = redis.call('ZRANGEBYSCORE', Q.inflight, '(' .. int(now), '+inf',
     'WITHSCORES', 'LIMIT', 0, 1)
   if #r > 0 then out[3] = tonumber(r[2]) end
   local marker_ms = tonumber(ARGV[7]) or 0
-  mark_waiting(waiters, channel, marker_ms, now)
+  mark_waiting(Q.waiters, channel, marker_ms, now)
 end
 return out

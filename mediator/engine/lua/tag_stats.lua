@@ -1,12 +1,13 @@
 -- tag_stats: counts of the stored and delayed messages of one queue that carry a trace id
 -- (read only). It reads every entry, so it looks at most at ARGV[2] of them (DIDComm queues
 -- have count limits), 100 at a time; `complete` is 0 when it stopped there.
--- KEYS[1] cfg  KEYS[2] stream  KEYS[3] inflight  KEYS[4] delayed  KEYS[5] delayed bodies
+-- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] trace id  ARGV[2] most entries to look at
 -- Returns {1, now, count, visible, bytes, oldest enqueue ms or -1, newest or -1, complete 0/1}
 --         {-1}  no such queue
-local cfg, stream, inflight, delayed, dbody = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-if redis.call('EXISTS', cfg) == 0 then return {-1} end
+local Q = queue_keys(KEYS, 1)
+local stream, inflight, delayed, dbody = Q.stream, Q.inflight, Q.delayed, Q.dbody
+if not exists(Q) then return {-1} end
 local now = now_ms()
 local tag, most = ARGV[1], tonumber(ARGV[2])
 local count, visible, bytes, oldest, newest = 0, 0, 0, -1, -1

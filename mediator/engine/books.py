@@ -1,0 +1,104 @@
+"""The shards' books, read: the totals the scripts keep exact per shard (keys.shard_totals,
+shard_flight, shard_oldest), the workers' partition summaries of them (one hash per
+partition, which `/metrics` reads: a scrape costs a few reads whatever the number of
+queues, and is as fresh as the workers' `MEDIATOR_STATS_SECONDS`), and a full recount to
+compare them with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mediator.engine import keys
+from mediator.engine.scripts import Scripts
+from mediator.storage.clients import RedisClient
+
+FIELDS = ("q", "n", "d", "b", "add", "dlv", "ack", "exp", "dl", "drop", "fl")
+EVENTS = {  # cumulative fields -> what they count (the `event` of the metrics)
+    "add": "added",
+    "dlv": "delivered",
+    "ack": "acknowledged",
+    "exp": "expired",
+    "dl": "dead_lettered",
+    "drop": "dropped",
+}
+
+
+@dataclass
+class Totals:
+    """One namespace's totals over some shards."""
+
+    values: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FIELDS, 0))
+    oldest_ms: int | None = None
+
+    def add(self, row: list[int], oldest_ms: int) -> None:
+        for name, value in zip(FIELDS, row, strict=True):
+            self.values[name] += value
+        if oldest_ms >= 0 and (self.oldest_ms is None or oldest_ms < self.oldest_ms):
+            self.oldest_ms = oldest_ms
+
+    def merge(self, other: Totals) -> None:
+        self.add(
+            [other.values[f] for f in FIELDS], -1 if other.oldest_ms is None else other.oldest_ms
+        )
+
+    @property
+    def visible(self) -> int:
+        return max(0, self.values["n"] - self.values["fl"])
+
+
+def shard_stat_keys(shard: int) -> list[str]:
+    out = []
+    for ns in keys.NAMESPACES:
+        out += [keys.shard_totals(shard, ns), keys.shard_flight(shard, ns)]
+        out.append(keys.shard_oldest(shard, ns))
+    return out
+
+
+async def read_shards(scripts: Scripts, shards: range | list[int]) -> tuple[int, dict[str, Totals]]:
+    """The totals of these shards per namespace, and Redis's time (ms)."""
+    rows = await scripts.pipeline([("shard_stats", shard_stat_keys(s), []) for s in shards])
+    totals = {ns: Totals() for ns in keys.NAMESPACES}
+    now = 0
+    for row in rows:
+        now = max(now, int(row[0]))
+        for i, ns in enumerate(keys.NAMESPACES):
+            part = [int(v) for v in row[1 + 12 * i : 13 + 12 * i]]
+            # q .. drop and the in-flight count (as FIELDS), then the oldest time
+            totals[ns].add(part[:11], part[11])
+    return now, totals
+
+
+async def write_summary(
+    redis: RedisClient, partition: int, totals: dict[str, Totals], now_ms: int
+) -> None:
+    mapping: dict[str, int] = {"updated_ms": now_ms}
+    for ns, t in totals.items():
+        for name in FIELDS:
+            mapping[f"{ns}:{name}"] = t.values[name]
+        mapping[f"{ns}:oldest_ms"] = -1 if t.oldest_ms is None else t.oldest_ms
+    await redis.hset(keys.partition_stats(partition), mapping=mapping)  # type: ignore[arg-type]
+
+
+async def read_summaries(
+    redis: RedisClient, partitions: int
+) -> tuple[dict[str, Totals], int | None, int]:
+    """Every partition's summary summed: totals per namespace, the stalest update (ms; None
+    when no summary exists yet) and how many partitions have none."""
+    pipe = redis.pipeline(transaction=False)
+    for p in range(partitions):
+        pipe.hgetall(keys.partition_stats(p))
+    totals = {ns: Totals() for ns in keys.NAMESPACES}
+    stalest: int | None = None
+    missing = 0
+    for raw in await pipe.execute():
+        fields = {k.decode(): int(v) for k, v in raw.items()}
+        if not fields:
+            missing += 1
+            continue
+        for ns in keys.NAMESPACES:
+            totals[ns].add(
+                [fields.get(f"{ns}:{f}", 0) for f in FIELDS], fields.get(f"{ns}:oldest_ms", -1)
+            )
+        if stalest is None or fields["updated_ms"] < stalest:
+            stalest = fields["updated_ms"]
+    return totals, stalest, missing

@@ -1,0 +1,14 @@
+"""Recipient keys and our per-connection keys are map fields keyed by their 32 raw bytes
+(keys.routes_bucket, keys.ours_bucket): 12 bytes less than base58 for every entry."""
+
+from __future__ import annotations
+
+import functools
+
+from base58 import b58decode
+
+
+@functools.lru_cache(maxsize=65536)
+def raw_key(verkey: str) -> bytes:
+    """The 32 bytes of a base58 verkey."""
+    return b58decode(verkey)
