@@ -105,9 +105,15 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         routes = RouteCache(settings.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
         store = MediationStore(redis, routes)
-        presence = Presence(redis, settings.resolved_node_id, settings.presence_seconds)
+        presence = Presence(
+            redis,
+            settings.resolved_node_id,
+            settings.presence_seconds,
+            3 * settings.live_recheck_seconds,
+        )
         hub.on("takeover", presence.on_takeover, presence.reset)
         await hub.start()
+        await presence.start()
         app.state.engine = engine
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
         identity = await load_identity(redis, settings.key_seed)
@@ -166,6 +172,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                 except Exception:  # it died earlier: shut the rest down all the same
                     log.exception("the in-process worker had stopped")
             await pusher.aclose()
+            await presence.stop()
             await hub.stop()
             await backend.aclose()
 

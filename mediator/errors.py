@@ -14,6 +14,8 @@
     │   ├── MessageNotFound             (mqs 404)
     │   └── LimitExceeded               a queue limit refused a send (mqs 413)
     ├── RequestError                a malformed request (mqs 400, or `status` when set)
+    ├── HoldLost                    another socket took this socket's recipient over: its
+    │                               delivery stops (never answered: the socket goes on)
     └── DidcommError                a DIDComm message could not be honoured
         ├── EnvelopeError               not a readable envelope for us (HTTP 400, nothing
         │                               can be decrypted, so no problem-report)
@@ -50,6 +52,10 @@ class ReplicationShortfall(StorageError):
 
 class QueueError(MediatorError):
     pass
+
+
+class HoldLost(MediatorError):
+    """A live socket's receive found its recipient held by another socket."""
 
 
 class QueueNotFound(QueueError):

@@ -281,8 +281,18 @@ class Settings:
     presence_seconds: float = field(
         default=15.0,
         metadata=_opt(
-            "A live socket holds its recipient for this long unless its heartbeat (every "
-            "third of it) renews the hold; a dead node's recipients are free after it.",
+            "A node's lease, which covers every live socket's hold on its recipient: renewed "
+            "every third of it by one command; a dead node's recipients are free after it.",
+            scope="serve",
+        ),
+    )
+    live_recheck_seconds: float = field(
+        default=60.0,
+        metadata=_opt(
+            "An idle live socket (live mode, implicit pickup) re-reads its queue this often "
+            "in case a wake-up was lost, renewing its hold in the same call (the hold's own "
+            "entry lives three times this). Redis load from idle sockets is one script call "
+            "per socket per this interval.",
             scope="serve",
         ),
     )

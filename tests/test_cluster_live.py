@@ -17,11 +17,16 @@ from tests.didcomm_peer import collect, forward, live_peer, mediator_key
 from tests.servers import Node
 
 
+# Node leases of 3 s, and idle live sockets re-reading their queue (and renewing their
+# holds, which then live 3 s) every second.
+FAST = {"MEDIATOR_PRESENCE_SECONDS": "3", "MEDIATOR_LIVE_RECHECK_SECONDS": "1"}
+
+
 @pytest.fixture(scope="module")
 def pair(redis_url: str) -> Iterator[tuple[Node, Node]]:
     nodes = (
-        Node(redis_url, MEDIATOR_PRESENCE_SECONDS="3"),
-        Node(redis_url, MEDIATOR_PRESENCE_SECONDS="3", MEDIATOR_IN_PROCESS_WORKER="false"),
+        Node(redis_url, **FAST),
+        Node(redis_url, **FAST, MEDIATOR_IN_PROCESS_WORKER="false"),
     )
     for node in nodes:
         node.start()
@@ -65,7 +70,7 @@ async def test_a_second_socket_on_another_node_takes_over(
     await second.close()
 
 
-async def test_a_socket_that_closes_gives_up_its_hold(
+async def test_an_idle_socket_keeps_its_hold_and_gives_it_up_when_it_closes(
     pair: tuple[Node, Node], redis_url: str
 ) -> None:
     a, _ = pair
@@ -73,9 +78,14 @@ async def test_a_socket_that_closes_gives_up_its_hold(
     peer = await live_peer(a.base, med)
     r = redis.Redis.from_url(redis_url)
     presence = keys.connection_keys(peer.verkey).presence
-    assert r.get(presence) is not None
-    await asyncio.sleep(1.5)  # past a heartbeat (every third of 3 s): still held
-    assert r.pttl(presence) > 1500
+    holder = r.get(presence)
+    assert holder is not None
+    # Past the hold's own lifetime (3 s): the socket's re-checks (every second) renewed it,
+    # and its node's lease, which covers it, runs.
+    await asyncio.sleep(4)
+    assert r.get(presence) == holder and 0 < r.pttl(presence) <= 3000
+    node = holder.decode().split("/")[0]
+    assert r.zscore(keys.nodes(), node) > r.time()[0] * 1000
     await peer.close()
     for _ in range(50):
         if r.get(presence) is None:
@@ -85,12 +95,40 @@ async def test_a_socket_that_closes_gives_up_its_hold(
     r.close()
 
 
+async def test_a_lost_takeover_message_is_caught_by_the_next_receive(
+    pair: tuple[Node, Node], redis_url: str
+) -> None:
+    """Another socket took the recipient but its `takeover` message never arrived (pub/sub
+    drops messages while a subscriber reconnects): the old socket's next receive finds the
+    hold gone and stops delivering, so the message waits for the holder."""
+    a, b = pair
+    med = await mediator_key(a.base)
+    first = await live_peer(a.base, med)
+    [key] = first.recipient_keys
+    r = redis.Redis.from_url(redis_url)
+    presence = keys.connection_keys(first.verkey).presence
+    r.set(presence, "elsewhere/socket", px=60_000)  # a claim whose message was lost
+    await asyncio.sleep(1.5)  # one re-check of the first socket
+    await forward(b.base, med, key, {"n": "for the new holder"})
+    assert await first.no_frame(2.0)  # the first socket delivers no more
+    assert r.get(presence) == b"elsewhere/socket"  # and did not take the hold back
+    # It arrived before any live socket held the recipient: fetched, as Pickup 2.0 says.
+    later = await live_peer(b.base, med, like=first)
+    got = await later.deliver()
+    assert [later.open(b_) for _, b_ in attachments(got)] == [{"n": "for the new holder"}]
+    await later.ack(_ids(got))
+    r.close()
+    await first.close()
+    await later.close()
+
+
 async def test_deliveries_of_a_killed_node_are_offered_at_once_on_reconnect(
     pair: tuple[Node, Node], redis_url: str
 ) -> None:
     _, b = pair
-    doomed = Node(redis_url, MEDIATOR_IN_PROCESS_WORKER="false")
+    doomed = Node(redis_url, **FAST, MEDIATOR_NODE_ID="doomed", MEDIATOR_IN_PROCESS_WORKER="false")
     await asyncio.to_thread(doomed.start)
+    r = redis.Redis.from_url(redis_url)
     try:
         med = await mediator_key(doomed.base)
         first = await live_peer(doomed.base, med)
@@ -108,13 +146,18 @@ async def test_deliveries_of_a_killed_node_are_offered_at_once_on_reconnect(
         assert [second.open(b_) for _, b_ in attachments(again)] == [{"n": "in flight"}]
         await second.ack(_ids(again))
         await second.close()
+        # The dead node's lease, which covered its sockets' holds, runs out.
+        await asyncio.sleep(3)
+        seconds, micros = r.time()
+        assert r.zscore(keys.nodes(), "doomed") < seconds * 1000 + micros // 1000
     finally:
+        r.close()
         doomed.stop()
 
 
 @pytest.fixture(scope="module")
 def trio(pair: tuple[Node, Node], redis_url: str) -> Iterator[tuple[Node, Node, Node]]:
-    third = Node(redis_url, MEDIATOR_PRESENCE_SECONDS="3", MEDIATOR_IN_PROCESS_WORKER="false")
+    third = Node(redis_url, **FAST, MEDIATOR_IN_PROCESS_WORKER="false")
     third.start()
     yield (*pair, third)
     third.stop()

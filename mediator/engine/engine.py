@@ -20,6 +20,7 @@ from mediator.engine import keys
 from mediator.engine.ids import new_message_id, origin_queue
 from mediator.engine.model import (
     QUEUE_FIELDS,
+    Hold,
     QueueConfig,
     QueueInfo,
     QueueRef,
@@ -39,6 +40,7 @@ from mediator.engine.recipients import (
 from mediator.engine.recipients import text as _s
 from mediator.engine.scripts import ConfirmedScripts, Scripts
 from mediator.errors import (
+    HoldLost,
     InvalidQueueConfig,
     LimitExceeded,
     MessageNotFound,
@@ -324,14 +326,17 @@ class Engine(RecipientQueues):
         *,
         visibility_timeout_ms: int | None = None,
         wait_marker_ms: int = 0,
+        hold: Hold | None = None,
     ) -> ReceiveResult:
         """Hand out up to `max_messages`, each hidden until its visibility deadline.
 
         `wait_marker_ms` > 0 says the caller will wait for wake-ups if nothing comes back:
         this node is then named in the queue's waiters for that long, and sends publish
-        wake-ups to the nodes named there only.
+        wake-ups to the nodes named there only. `hold`: a live socket's hold on the
+        recipient, renewed by the same call (HoldLost when another socket has it).
         """
         qk = keys.queue_keys(ref.qualified)
+        hold_keys, hold_args = hold.script_args() if hold is not None else ([], [])
         vt = "" if visibility_timeout_ms is None else str(visibility_timeout_ms)
         defaults = self.packed_defaults(ref.namespace)
         out: list[ReceivedMessage] = []
@@ -344,7 +349,7 @@ class Engine(RecipientQueues):
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             r = await self.scripts.call(
                 "receive",
-                qk.all,
+                [*qk.all, *hold_keys],
                 [
                     ref.qualified,
                     self.wake_channel,
@@ -353,10 +358,13 @@ class Engine(RecipientQueues):
                     wait_marker_ms,
                     OUTBOX_GRACE_MS,
                     defaults,
+                    *hold_args,
                 ],
             )
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
+            if int(r[0]) == -2:
+                raise HoldLost(ref.name)
             now = int(r[1])
             count, more = int(r[3]), int(r[4])
             await self._hint(qk.shard, int(r[5]))

@@ -141,6 +141,19 @@ class ReceivedMessage:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """A live socket's hold on its recipient, renewed by the receives of its delivery loop
+    (keys.ConnectionKeys.presence; owner `<node>/<socket>`)."""
+
+    key: str
+    owner: str
+    ttl_ms: int
+
+    def script_args(self) -> tuple[list[str], list[str | int]]:
+        return [self.key], [self.owner, self.ttl_ms]
+
+
+@dataclass(frozen=True)
 class ReceiveResult:
     messages: list[ReceivedMessage]
     now_ms: int

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from mediator.engine import keys
-from mediator.engine.model import QueueRef, ReceivedMessage, ReceiveResult, TagStats
+from mediator.engine.model import Hold, QueueRef, ReceivedMessage, ReceiveResult, TagStats
 from mediator.engine.scripts import Scripts
-from mediator.errors import QueueNotFound
+from mediator.errors import HoldLost, QueueNotFound
 
 RECEIVE_CHUNK = 100  # messages per receive script call: keeps every script short
 MAX_RECEIVE_CALLS = 50  # bounds one receive when scripts keep stopping at their purge budget
@@ -96,10 +96,12 @@ class RecipientQueues:
         tag: str | None = None,
         min_enqueue_ms: int | None = None,
         wait_marker_ms: int = 0,
+        hold: Hold | None = None,
     ) -> ReceiveResult:
         """Like receive, but only messages with trace id `tag` and first enqueued at or after
         `min_enqueue_ms` (for queues without delay, max receives or dead letter queue)."""
         qk = keys.queue_keys(ref.qualified)
+        hold_keys, hold_args = hold.script_args() if hold is not None else ([], [])
         args = [
             ref.qualified,
             self.wake_channel,
@@ -110,6 +112,7 @@ class RecipientQueues:
             wait_marker_ms,
             "",  # cursor: where the previous call of this receive stopped
             self.packed_defaults(ref.namespace),
+            *hold_args,
         ]
         out: list[ReceivedMessage] = []
         now = 0
@@ -117,9 +120,11 @@ class RecipientQueues:
         for _ in range(MAX_RECEIVE_CALLS):
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             args[2] = want
-            r = await self.scripts.call("receive_filtered", qk.all, args)
+            r = await self.scripts.call("receive_filtered", [*qk.all, *hold_keys], args)
             if int(r[0]) == -1:
                 raise QueueNotFound(ref.name)
+            if int(r[0]) == -2:
+                raise HoldLost(ref.name)
             now, count, more = int(r[1]), int(r[3]), int(r[4])
             args[7] = text(r[5])
             out += [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(count)]

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from mediator.engine import Engine, keys
 from mediator.engine.keys import DIDCOMM_NAMESPACE
-from mediator.engine.model import QueueConfig, QueueRef, QueueStats, ReceivedMessage, SendMessage
+from mediator.engine.model import (
+    Hold,
+    QueueConfig,
+    QueueRef,
+    QueueStats,
+    ReceivedMessage,
+    SendMessage,
+)
 from mediator.errors import QueueExists, QueueNotFound
 from mediator.mediation.handshakes import SERVICES_FIELD
 from mediator.mediation.keymaps import raw_key
@@ -151,6 +158,7 @@ class Mailbox:
         recipient_key: str | None = None,
         since_ms: int | None = None,
         wait_marker_ms: int = 0,
+        hold: Hold | None = None,
     ) -> tuple[list[ReceivedMessage], int, int | None]:
         """Hand out up to `limit` messages until the delivery deadline; also returns the
         Redis time and, when nothing came back, the next time something may."""
@@ -159,7 +167,7 @@ class Mailbox:
         try:
             if recipient_key is None and since_ms is None:
                 result = await self.engine.receive(
-                    ref, limit, visibility_timeout_ms=vt, wait_marker_ms=wait_marker_ms
+                    ref, limit, visibility_timeout_ms=vt, wait_marker_ms=wait_marker_ms, hold=hold
                 )
             else:
                 result = await self.engine.receive_filtered(
@@ -169,6 +177,7 @@ class Mailbox:
                     tag=recipient_key,
                     min_enqueue_ms=since_ms,
                     wait_marker_ms=wait_marker_ms,
+                    hold=hold,
                 )
         except QueueNotFound:
             return [], await self.now_ms(), None

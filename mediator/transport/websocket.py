@@ -5,7 +5,9 @@ implicitly drained messages share one send lock. When the socket closes, every m
 carried that was not acknowledged is offered again at once.
 
 A socket delivering live (or draining implicitly) holds its recipient in the presence
-registry, renewed by a heartbeat. A newer socket for the same recipient, on any node, takes
+registry (mediator/cluster/presence.py): its node's lease covers it, and the receives of
+its delivery loop renew the hold's entry, so an idle socket costs one script call per
+`MEDIATOR_LIVE_RECHECK_SECONDS`. A newer socket for the same recipient, on any node, takes
 over: this one stops delivering to it, and the newer one hands out again at once whatever
 was handed out and not acknowledged.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -25,6 +28,7 @@ from mediator.cluster.drain import SERVICE_RESTART, Drain
 from mediator.didcomm import envelope
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
 from mediator.engine.model import ReceivedMessage
+from mediator.errors import HoldLost
 from mediator.mediation.mailbox import queue_of
 from mediator.protocols.context import Session
 from mediator.protocols.pickup_common import b64
@@ -56,7 +60,7 @@ class WsSession(Session):
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._unacked: dict[str, set[str]] = {}
         self._first_pickup: dict[str, int] = {}  # Redis time of the first pickup answer
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._takeovers: set[asyncio.Task[None]] = set()
         self.closed = False
         self.socket_id = uuid.uuid4().hex[:16]
         self.presence = pipeline.services.presence
@@ -74,7 +78,6 @@ class WsSession(Session):
         self._live[connection] = asyncio.create_task(
             self._live_run(connection, since_ms), name=f"live-{connection[:8]}"
         )
-        self._start_heartbeat()
 
     async def stop_live(self, connection: str) -> None:
         task = self._live.pop(connection, None)
@@ -149,8 +152,6 @@ class WsSession(Session):
         self.presence.unregister(self.socket_id)
         held = {*self._live, *self._drains}
         tasks = [*self._live.values(), *self._drains.values()]
-        if self._heartbeat is not None:
-            tasks.append(self._heartbeat)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -169,6 +170,13 @@ class WsSession(Session):
 
     # ----------------------------------------------------------- presence
 
+    def _spawn_takeover(self, connection: str) -> None:
+        """A delivery loop found its hold gone: the takeover runs apart from the loop, which
+        it ends (a task cannot wait for itself)."""
+        task = asyncio.create_task(self._taken_over(connection), name="takeover")
+        self._takeovers.add(task)
+        task.add_done_callback(self._takeovers.discard)
+
     async def _taken_over(self, connection: str) -> None:
         """A newer socket holds `connection` now: stop delivering to it here. What this
         socket carried unacknowledged is the newer socket's to offer again, so it is not
@@ -181,25 +189,6 @@ class WsSession(Session):
                     await task
         self._unacked.pop(connection, None)
         log.info("live delivery taken over by another socket", extra={"connection": connection[:8]})
-
-    def _start_heartbeat(self) -> None:
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.create_task(self._beat(), name="presence-heartbeat")
-
-    async def _beat(self) -> None:
-        """Renew the hold on every recipient this socket delivers to; one another socket
-        took meanwhile (its takeover message lost) is given up here."""
-        interval = self.services.settings.presence_seconds / 3
-        while not self.closed and (self._live or self._drains):
-            await asyncio.sleep(interval)
-            for connection in [*self._live, *self._drains]:
-                try:
-                    held = await self.presence.refresh(connection, self.socket_id)
-                except STORAGE_ERRORS as exc:
-                    log.warning("presence heartbeat failed: %s", exc)
-                    continue
-                if not held:
-                    await self._taken_over(connection)
 
     # ----------------------------------------------------------- delivery loops
 
@@ -231,9 +220,11 @@ class WsSession(Session):
     def _live_batch(
         self, connection: str, since_ms: int
     ) -> Callable[[int], Awaitable[tuple[list[ReceivedMessage], int | None, int]]]:
+        hold = self.presence.hold(connection, self.socket_id)
+
         async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
             messages, now, due = await self.services.mailbox.deliver(
-                connection, LIVE_BATCH, since_ms=since_ms, wait_marker_ms=marker_ms
+                connection, LIVE_BATCH, since_ms=since_ms, wait_marker_ms=marker_ms, hold=hold
             )
             if messages:
                 await self._send_delivery(connection, messages)
@@ -246,12 +237,12 @@ class WsSession(Session):
         if self.explicit_pickup:
             return
         await self.presence.claim(connection, self.socket_id)
-        self._start_heartbeat()
         mailbox = self.services.mailbox
+        hold = self.presence.hold(connection, self.socket_id)
 
         async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
             messages, now, due = await mailbox.deliver(
-                connection, LIVE_BATCH, wait_marker_ms=marker_ms
+                connection, LIVE_BATCH, wait_marker_ms=marker_ms, hold=hold
             )
             for i, message in enumerate(messages):
                 # No acknowledgement exists here: each raw message is deleted once sent.
@@ -274,10 +265,12 @@ class WsSession(Session):
         until: Callable[[], bool] = lambda: False,
     ) -> None:
         """Deliver whatever `batch` finds; when nothing, wait for a wake-up from a send on
-        any node, for the next deadline, or for the periodic re-check."""
+        any node, for the next deadline, or for the periodic re-check (spread by a tenth
+        either way, so that sockets opened together do not re-check together). Each batch
+        renews the socket's hold; one another socket took ends the loop."""
         hub = self.services.hub
-        recheck = self.services.settings.long_poll_recheck_seconds
-        marker_ms = int((recheck + 3) * 1000)
+        recheck = self.services.settings.live_recheck_seconds
+        marker_ms = int((recheck * 1.1 + 5) * 1000)  # outlives the longest wait below
         queue = queue_of(connection).qualified
         try:
             while not self.closed and not until():
@@ -290,11 +283,14 @@ class WsSession(Session):
                         continue
                     if messages:
                         continue
-                    timeout = recheck
+                    timeout = recheck * random.uniform(0.9, 1.1)
                     if due is not None:
                         timeout = min(timeout, max(0.0, (due - now) / 1000) + 0.002)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(asyncio.shield(woken), timeout)
+        except HoldLost:
+            self._spawn_takeover(connection)
+            return
         except SocketClosed:
             return
         except asyncio.CancelledError:

@@ -171,6 +171,16 @@ local function mark_waiting(waiters, channel, ms, now)
   if redis.call('PTTL', waiters) < ms then redis.call('PEXPIRE', waiters, ms) end
 end
 
+-- A live socket's hold on its recipient (keys.ConnectionKeys.presence, "<node>/<socket>"):
+-- renewed for `ttl` ms when it is still `owner`'s; false when another socket took it over.
+-- No key: nothing is held (a plain receive).
+local function renew_hold(key, owner, ttl)
+  if not key then return true end
+  if redis.call('GET', key) ~= owner then return false end
+  redis.call('PEXPIRE', key, ttl)
+  return true
+end
+
 local function first_score(zset)
   local r = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
   if #r == 0 then return nil end

@@ -10,6 +10,8 @@
 --         Set in the same script that found the queue empty, so no later send misses it.
 -- ARGV[6] ms after which the workers hand over a dead-lettered message left in the outbox
 -- ARGV[7] the namespace's default settings (msgpack map, or '')
+-- KEYS[15], ARGV[8], ARGV[9] (optional): a live socket's hold on its recipient, the socket
+--         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
 -- Returns {1, now, next_due, count, more, hint, <9 values per message>...}
 --   more: 1 when the script stopped at its budget of purged entries: call again at once
 --   hint: the shard's new earliest due time when dead-lettering made it so, else -1
@@ -17,9 +19,11 @@
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
 --   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
 --         {-1}  no such queue
+--         {-2}  another socket holds the recipient now: nothing was handed out
 local Q = queue_keys(KEYS, 1)
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not exists(Q) then return {-1} end
+if not renew_hold(KEYS[15], ARGV[8], ARGV[9]) then return {-2} end
 local c = settings(Q, defaults_of(ARGV[7]), {'vt', 'ret', 'mr', 'dlq'})
 local now = now_ms()
 local vt_ms = tonumber(c.vt) * 1000

@@ -16,12 +16,16 @@
 -- ARGV[7] ms this node waits on the queue when nothing matched ('0': it will not wait)
 -- ARGV[8] cursor returned by the previous call of this receive, or '' to start
 -- ARGV[9] the namespace's default settings (msgpack map, or '')
+-- KEYS[15], ARGV[10], ARGV[11] (optional): a live socket's hold on its recipient, the socket
+--         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
 -- Returns {1, now, next_due, count, more, cursor, <9 values per message>...}
 --   as receive.lua, except that slot 6 is the cursor to pass to the next call ('' = none)
 --         {-1}  no such queue
+--         {-2}  another socket holds the recipient now: nothing was handed out
 local Q = queue_keys(KEYS, 1)
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not exists(Q) then return {-1} end
+if not renew_hold(KEYS[15], ARGV[10], ARGV[11]) then return {-2} end
 local c = settings(Q, defaults_of(ARGV[9]), {'vt', 'ret'})
 local now = now_ms()
 local vt_ms = tonumber(c.vt) * 1000
