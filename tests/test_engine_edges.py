@@ -124,9 +124,7 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
     try:
         assert await engine.queue_exists(ref)
         names = [i.name for i in await engine.list_queues(NS, 0, -1)]
-        due = await engine.redis.zscore(
-            keys.queue_keys(ref.qualified).due, ref.qualified
-        )
+        due = await engine.redis.zscore(keys.queue_keys(ref.qualified).due, ref.qualified)
         assert qname in names
         assert due is not None
     finally:
