@@ -145,6 +145,61 @@ def worker(check: bool, **options: Any) -> None:
 
 
 @main.command()
+@click.option("--dry-run", is_flag=True, help="Only count what would be converted.")
+@click.option(
+    "--force", is_flag=True, help="Run even though an old worker's heartbeat looks fresh."
+)
+@_settings_options("migrate")
+def migrate(dry_run: bool, force: bool, **options: Any) -> None:
+    """Convert a database of key layout 1 (versions before 0.2) to layout 2, in place.
+
+    Stop every node and worker of the old version first; start the new version once this
+    has finished. Safe to run again after an interruption; on a converted database it
+    changes nothing. DIDComm queues whose limits equal the --queue-* defaults given here
+    (as MEDIATOR_* variables too) keep no copy of them, as new queues do. docs/upgrading.md
+    has the whole procedure.
+    """
+    settings = _build(options)
+    if not settings.redis_url:
+        click.echo("error: mediator migrate needs --redis-url / MEDIATOR_REDIS_URL", err=True)
+        sys.exit(2)
+    try:
+        report = asyncio.run(_migrate(settings, dry_run=dry_run, force=force))
+    except MediatorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if report is None:
+        click.echo("nothing to do: the database already has key layout 2")
+        return
+    verb = "would convert" if dry_run else "converted"
+    click.echo(f"{verb} in {report.seconds:.1f} s: {report.line()}")
+
+
+async def _migrate(settings: Settings, *, dry_run: bool, force: bool) -> Any:
+    from mediator.engine.keys import DIDCOMM_NAMESPACE
+    from mediator.mediation.mailbox import defaults as mailbox_defaults
+    from mediator.migrate import Migration
+    from mediator.storage.clients import Backend
+    from mediator.storage.target import parse as parse_redis_url
+
+    parse_redis_url(settings.redis_url)
+    backend = Backend(settings.redis_url)
+    try:
+        await backend.start()
+        migration = Migration(
+            backend,
+            {DIDCOMM_NAMESPACE: mailbox_defaults(settings)},
+            progress=lambda text: click.echo(text, err=True),
+            force=force,
+        )
+        if not await migration.needed():
+            return None
+        return await migration.run(dry_run=dry_run)
+    finally:
+        await backend.aclose()
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the whole invitation as JSON.")
 @_settings_options("invitation")
 def invitation(as_json: bool, **options: Any) -> None:

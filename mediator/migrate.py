@@ -1,0 +1,422 @@
+"""`mediator migrate`: convert a database of key layout 1 (before the storage shards) into
+layout 2, in place.
+
+Run it with every node and worker of the old version stopped (it refuses while an old
+worker's heartbeat is fresh); the new version refuses to start on a layout-1 database, so
+nothing writes during the migration. One SCAN over each primary finds what to convert:
+
+- each queue: its stream, in-flight set, receive counts, delayed messages, ids, dead-letter
+  outbox and references move to their new names (RENAME; DUMP and RESTORE across the slots
+  of a cluster), its settings join its new config hash (a DIDComm queue's settings equal to
+  the operator's defaults are dropped, as for new queues), and `adopt.lua` counts it in its
+  shard's books and schedule;
+- each connection: its record, keylist and thread orders become the fields of its queue's
+  hash and the thread hash beside it; the peer's DID document, label and invitation are not
+  kept (layout 2 does not store them);
+- routes and our per-connection keys move into their buckets, single-use invitations,
+  push retries and dead-letter forwarding entries to their new keys;
+- the old global indexes (registries, schedules, leases, totals) are dropped; the mqs names
+  become the listing; the workers' hints are set from the shards' schedules.
+
+Every step can run twice, so a migration that stopped (a crash, Ctrl-C) is simply run
+again. The layout key is written last: until then no node of either version starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from mediator.engine import keys
+from mediator.engine import layout as layouts
+from mediator.engine.ids import origin_queue
+from mediator.engine.keys import Legacy
+from mediator.engine.model import LIMIT_FIELDS, QueueConfig
+from mediator.engine.scripts import Scripts
+from mediator.errors import ConfigError
+from mediator.mediation.keymaps import raw_key
+from mediator.mediation.store import KEY_FIELD
+from mediator.storage.clients import Backend
+
+log = logging.getLogger(__name__)
+
+BATCH = 200  # entities converted per round of pipelines
+SCAN_COUNT = 1000
+# Queue data keys of layout 1 (suffix) and their layout-2 names (QueueKeys attribute).
+QUEUE_DATA = {
+    "s": "stream",
+    "inflight": "inflight",
+    "rc": "receives",
+    "delayed": "delayed",
+    "dbody": "delayed_bodies",
+    "ids": "ids",
+    "dlqout": "outbox",
+    "refs": "refs",
+}
+# Connection record fields kept (the rest, `ok`, `did`, `label`, `inv`, is not stored).
+RECORD_FIELDS = ("hs", "hs_ms", "proto", "thid", "svc", "state", "state_ms", "xp", "pa")
+SETTINGS = ("ret", "vt", "dly", "mr", "dlq", *LIMIT_FIELDS, "wq")
+GLOBAL_PREFIXES = ("mq:registry:", "mq:due:", "mq:lease:", "mq:stats:", "mq:moved-exp:")
+
+
+@dataclass
+class Report:
+    queues: int = 0
+    connections: int = 0
+    routes: int = 0
+    our_keys: int = 0
+    invitations: int = 0
+    push_retries: int = 0
+    forwarding_entries: int = 0
+    dropped: int = 0  # global indexes of layout 1 that layout 2 rebuilds or has no use for
+    seconds: float = 0.0
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        return (
+            f"{self.queues:,} queues, {self.connections:,} connections, {self.routes:,} routes, "
+            f"{self.our_keys:,} connection keys, {self.invitations:,} invitations, "
+            f"{self.push_retries:,} push retries, {self.forwarding_entries:,} forwarding "
+            f"entries, {self.dropped:,} old indexes dropped"
+        )
+
+
+class Migration:
+    def __init__(
+        self,
+        backend: Backend,
+        defaults: dict[str, QueueConfig],
+        *,
+        progress: Callable[[str], None] = print,
+        force: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.redis = backend.client
+        self.scripts = Scripts(backend.client)
+        self.defaults = defaults
+        self.progress = progress
+        self.force = force
+        self.cluster = len(backend.primaries()) > 1 or backend.mode.value == "cluster"
+        self.report = Report()
+        self._pending: dict[str, list[str]] = {}
+        self._globals: list[str] = []
+        self._started = time.monotonic()
+        self._last_progress = 0.0
+
+    async def needed(self) -> bool:
+        raw = await self.redis.hgetall(keys.layout())
+        return not raw or await layouts.holds_layout_1(self.redis)
+
+    async def run(self, *, dry_run: bool = False) -> Report:
+        await self._refuse_if_old_workers_run()
+        self.dry_run = dry_run
+        for primary in self.backend.primaries():
+            await self._scan(primary)
+        await self._flush_all()
+        if not dry_run:
+            await self._convert_globals()
+            await self._set_hints()
+            await layouts.write(self.redis)
+        self.report.seconds = time.monotonic() - self._started
+        return self.report
+
+    # ------------------------------------------------------------ discovery
+
+    async def _refuse_if_old_workers_run(self) -> None:
+        if self.force:
+            return
+        seconds, micros = await self.redis.time()
+        now = int(seconds) * 1000 + int(micros) // 1000
+        alive = await self.redis.zrangebyscore("mq:workers", now, "+inf")
+        if alive:
+            names = ", ".join(_text(n) for n in alive[:5])
+            raise ConfigError(
+                f"workers of the old version are running ({names}): stop every node and "
+                "worker first (or wait 10 s for their heartbeats to run out)"
+            )
+
+    async def _scan(self, primary: Redis) -> None:
+        cursor = 0
+        while True:
+            cursor, found = await primary.scan(cursor, count=SCAN_COUNT)
+            for raw in found:
+                self._classify(_text(raw))
+            for kind, items in list(self._pending.items()):
+                if len(items) >= BATCH:
+                    await self._flush(kind)
+            if cursor == 0:
+                return
+
+    def _classify(self, name: str) -> None:
+        kind, item = _entity(name)
+        if kind == "global":
+            self._globals.append(name)
+        elif kind:
+            self._pending.setdefault(kind, []).append(item)
+            self.report.seen[kind] = self.report.seen.get(kind, 0) + 1
+
+    async def _flush_all(self) -> None:
+        for kind in list(self._pending):
+            await self._flush(kind)
+
+    async def _flush(self, kind: str) -> None:
+        items = self._pending.pop(kind, [])
+        if not items or self.dry_run:
+            return
+        convert: dict[str, Callable[[list[str]], Awaitable[None]]] = {
+            "queue": self._queues,
+            "connection": self._connections,
+            "route": self._routes,
+            "ours": self._ours,
+            "invitation": self._invitations,
+            "push": self._push,
+            "moved": self._moved,
+        }
+        await convert[kind](items)
+        now = time.monotonic()
+        if now - self._last_progress >= 2:
+            self._last_progress = now
+            elapsed = now - self._started
+            self.progress(f"[{elapsed:6.0f}s] {self.report.line()}")
+
+    # ------------------------------------------------------------ moving keys
+
+    async def _move(self, pairs: list[tuple[str, str]]) -> None:
+        """Rename keys (old, new): RENAME where both live on one server, else DUMP, RESTORE
+        with the old key's expiry, DEL. A key already moved (old missing) is skipped."""
+        if not pairs:
+            return
+        if not self.cluster:
+            pipe = self.redis.pipeline(transaction=False)
+            for old, new in pairs:
+                pipe.rename(old, new)
+            await pipe.execute(raise_on_error=False)  # "no such key": moved before
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for old, _ in pairs:
+            pipe.dump(old)
+            pipe.pttl(old)
+        dumped = await pipe.execute()
+        pipe = self.redis.pipeline(transaction=False)
+        for i, (old, new) in enumerate(pairs):
+            payload, ttl = dumped[2 * i], int(dumped[2 * i + 1])
+            if payload is None:
+                continue
+            pipe.restore(new, max(ttl, 0), payload, replace=True)
+            pipe.delete(old)
+        await pipe.execute()
+
+    # ------------------------------------------------------------ entities
+
+    async def _queues(self, names: list[str]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for qualified in names:
+            pipe.hgetall(Legacy.queue(qualified, "cfg"))
+        configs = await pipe.execute()
+        moves: list[tuple[str, str]] = []
+        present = []
+        for qualified, raw in zip(names, configs, strict=True):
+            if not raw:
+                continue
+            present.append((qualified, {_text(k): _text(v) for k, v in raw.items()}))
+            qk = keys.queue_keys(qualified)
+            for old, attr in QUEUE_DATA.items():
+                moves.append((Legacy.queue(qualified, old), getattr(qk, attr)))
+        await self._move(moves)
+        calls: list[tuple[str, list[str], list[Any]]] = []
+        cleanup = self.redis.pipeline(transaction=False)
+        for qualified, fields in present:
+            qk = keys.queue_keys(qualified)
+            namespace = qualified.partition(":")[0]
+            sched = fields.pop("sched", "")
+            pairs = self._queue_fields(namespace, fields)
+            calls.append(("adopt", qk.all, [qualified, sched, *pairs]))
+            cleanup.delete(Legacy.queue(qualified, "cfg"), Legacy.queue(qualified, "waiters"))
+            if namespace == keys.MQS_NAMESPACE:
+                cleanup.zadd(keys.mqs_names(), {qualified.partition(":")[2]: 0})
+        if calls:
+            await self.scripts.pipeline(calls)
+            await cleanup.execute()
+        self.report.queues += len(present)
+
+    def _queue_fields(self, namespace: str, fields: dict[str, str]) -> list[str]:
+        """The fields a queue keeps in layout 2: those of a namespace with defaults that
+        equal them are dropped, as a new queue of that namespace does not store them."""
+        defaults = self.defaults.get(namespace)
+        if defaults is not None:
+            base = defaults.to_fields(namespace)[0]
+            for name in LIMIT_FIELDS:  # no limit in layout 1, where the default has one
+                if name in base and name not in fields:
+                    fields[name] = "0"
+            for name in SETTINGS:
+                if name in fields and base.get(name) == fields[name]:
+                    del fields[name]
+        return [item for pair in fields.items() for item in pair]
+
+    async def _connections(self, verkeys: list[str]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for verkey in verkeys:
+            pipe.hgetall(Legacy.connection(verkey, "conn"))
+            pipe.pttl(Legacy.connection(verkey, "conn"))
+            pipe.zrange(Legacy.connection(verkey, "keys"), 0, -1)
+        rows = await pipe.execute()
+        write = self.redis.pipeline(transaction=False)
+        moves = []
+        done = 0
+        for i, verkey in enumerate(verkeys):
+            raw, ttl, keylist = rows[3 * i : 3 * i + 3]
+            if not raw:
+                continue
+            record = {_text(k): _text(v) for k, v in raw.items()}
+            fields = {k: v for k, v in record.items() if k in RECORD_FIELDS}
+            if fields.get("svc") == "[]":
+                del fields["svc"]
+            if fields.get("hs") == "completed":
+                fields.pop("thid", None)
+            for key in keylist:
+                fields[KEY_FIELD + _text(key)] = ""
+            ck = keys.connection_keys(verkey)
+            write.hset(ck.record, mapping=fields)  # type: ignore[arg-type]
+            if int(ttl) > 0:
+                write.pexpire(ck.record, int(ttl))
+            write.delete(
+                Legacy.connection(verkey, "conn"),
+                Legacy.connection(verkey, "keys"),
+                Legacy.connection(verkey, "live"),
+            )
+            moves.append((Legacy.connection(verkey, "thr"), ck.threads))
+            done += 1
+        await self._move(moves)
+        await write.execute()
+        self.report.connections += done
+
+    async def _routes(self, recipient_keys: list[str]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for key in recipient_keys:
+            pipe.get(Legacy.route(key))
+        owners = await pipe.execute()
+        write = self.redis.pipeline(transaction=False)
+        for key, owner in zip(recipient_keys, owners, strict=True):
+            if owner is None:
+                continue
+            raw = raw_key(key)
+            write.hsetnx(keys.routes_bucket(raw), raw, owner)
+            write.delete(Legacy.route(key))
+            self.report.routes += 1
+        await write.execute()
+
+    async def _ours(self, our_keys: list[str]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for key in our_keys:
+            pipe.get(Legacy.ours(key))
+            pipe.pttl(Legacy.ours(key))
+        rows = await pipe.execute()
+        write = self.redis.pipeline(transaction=False)
+        for i, key in enumerate(our_keys):
+            peer, ttl = rows[2 * i], int(rows[2 * i + 1])
+            if peer is None:
+                continue
+            if ttl > 0:  # a connection not granted mediation: it keeps its expiry
+                write.set(keys.our_key_pending(key), peer, px=ttl)
+            else:
+                raw = raw_key(key)
+                write.hset(keys.ours_bucket(raw), raw, peer)
+            write.delete(Legacy.ours(key))
+            self.report.our_keys += 1
+        await write.execute()
+
+    async def _invitations(self, verkeys: list[str]) -> None:
+        await self._move([(f"dc:inv:{v}", keys.invitation(v)) for v in verkeys])
+        self.report.invitations += len(verkeys)
+
+    async def _push(self, names: list[str]) -> None:
+        for name in names:
+            rows: list[Any] = await self.redis.zrange(name, 0, -1, withscores=True)
+            pipe = self.redis.pipeline(transaction=False)
+            for member, score in rows:
+                connection = _text(member)
+                shard = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").shard
+                pipe.zadd(keys.shard_due(shard), {keys.PUSH_MEMBER + connection: score})
+            pipe.delete(name)
+            await pipe.execute()
+            self.report.push_retries += len(rows)
+
+    async def _moved(self, names: list[str]) -> None:
+        for name in names:
+            expiry_name = "mq:moved-exp:" + name.rsplit(":", 1)[1]
+            targets = await self.redis.hgetall(name)
+            scored: list[Any] = await self.redis.zrange(expiry_name, 0, -1, withscores=True)
+            expiries = dict(scored)
+            pipe = self.redis.pipeline(transaction=False)
+            for raw_id, dlq in targets.items():
+                message_id = _text(raw_id)
+                origin = origin_queue(message_id)
+                if origin is None:
+                    continue
+                shard = keys.shard_of(origin)
+                forget_at = expiries.get(raw_id, 0.0)
+                pipe.hset(keys.moved(shard), message_id, dlq)
+                pipe.zadd(keys.moved_expiry(shard), {message_id: forget_at})
+                pipe.zadd(keys.shard_due(shard), {keys.MOVED_MEMBER: forget_at}, lt=True)
+                self.report.forwarding_entries += 1
+            pipe.delete(name, expiry_name)
+            await pipe.execute()
+
+    # ------------------------------------------------------------ the rest
+
+    async def _convert_globals(self) -> None:
+        seed = await self.redis.hget(Legacy.IDENTITY, "seed")
+        if seed is not None:
+            await self.redis.hsetnx(keys.mediator_identity(), "seed", seed)
+            await self.redis.delete(Legacy.IDENTITY)
+        # The mqs registry's names that are queues now are the listing (already written
+        # by each queue's conversion; this covers a queue converted by an earlier run).
+        for name in self._globals:
+            if name == Legacy.REGISTRY_PREFIX + keys.MQS_NAMESPACE:
+                for raw in await self.redis.zrange(name, 0, -1):
+                    qualified = f"{keys.MQS_NAMESPACE}:{_text(raw)}"
+                    if await self.redis.hexists(keys.queue_keys(qualified).cfg, "created"):
+                        await self.redis.zadd(keys.mqs_names(), {_text(raw): 0})
+        for name in self._globals:
+            await self.redis.delete(name)
+        self.report.dropped += len(self._globals)
+
+    async def _set_hints(self) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in range(keys.SHARDS):
+            pipe.zrange(keys.shard_due(shard), 0, 0, withscores=True)
+        heads = {str(shard): head[0][1] for shard, head in enumerate(await pipe.execute()) if head}
+        if heads:
+            await self.redis.zadd(keys.next_due(), heads, lt=True)
+
+
+def _entity(name: str) -> tuple[str, str]:
+    """What a layout-1 key is: (kind, the entity it names); ('', '') for keys converted
+    with their entity (or not layout 1 at all)."""
+    if name.startswith("mq:{q:") and name.endswith("}:cfg"):
+        return "queue", name[len("mq:{q:") : -len("}:cfg")]
+    if name.startswith("dc:{c:") and name.endswith("}:conn"):
+        return "connection", name[len("dc:{c:") : -len("}:conn")]
+    for prefix, kind in (
+        ("dc:route:", "route"),
+        ("dc:ours:", "ours"),
+        ("dc:inv:", "invitation"),
+    ):
+        if name.startswith(prefix):
+            return kind, name[len(prefix) :]
+    if name.startswith("dc:push:"):
+        return "push", name
+    if name.startswith("mq:moved:"):
+        return "moved", name
+    if name == "mq:workers" or name.startswith(GLOBAL_PREFIXES):
+        return "global", name
+    return "", ""
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
