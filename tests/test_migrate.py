@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -60,9 +61,15 @@ class OldNode(Node):
 
 
 @pytest.fixture
-async def storage(redis_server: RedisUnderTest) -> str:
-    """Storage of its own, empty (a new cluster, or a database flushed)."""
+async def storage(redis_server: RedisUnderTest) -> AsyncIterator[str]:
+    """Storage of its own (a new cluster, or a database), empty before and after."""
     url = redis_server.isolated_url()
+    await _flush(url)
+    yield url
+    await _flush(url)
+
+
+async def _flush(url: str) -> None:
     backend = Backend(url)
     await backend.start()
     try:
@@ -70,7 +77,6 @@ async def storage(redis_server: RedisUnderTest) -> str:
             await primary.flushdb()
     finally:
         await backend.aclose()
-    return url
 
 
 def _migrate(url: str) -> subprocess.CompletedProcess[str]:

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mediator.errors import ProblemReport
+from mediator.randomness import uuid4
 
 DIDCOMM_ORG = "https://didcomm.org/"
 DID_SOV = "did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/"
@@ -132,7 +132,7 @@ class Message:
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    return uuid4()
 
 
 def _thread(value: object, mid: str) -> Thread:

@@ -54,6 +54,7 @@ from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 log = logging.getLogger(__name__)
 
 MAX_DEAD_LETTER_HOPS = 8
+ACK_CHUNK = 100  # ids deleted per acknowledge call: keeps each script short
 OUTBOX_GRACE_MS = 5000  # a dead-lettered message still in the outbox after this is handed over
 SEND_ERRORS = {
     -2: ("message_size", "message {0} is {1} bytes, over the queue's message size limit"),
@@ -216,19 +217,7 @@ class Engine(RecipientQueues):
         r = await self.scripts.call("queue_stats", qk.all, [ref.qualified])
         if int(r[0]) == -1:
             raise QueueNotFound(ref.name)
-        return QueueStats(
-            now_ms=int(r[1]),
-            stored=int(r[2]),
-            in_flight=int(r[3]),
-            delayed=int(r[4]),
-            oldest_ms=None if int(r[5]) < 0 else int(r[5]),
-            bytes=int(r[6]),
-            sched_ms=optional_ms(r[7]),
-            last_added_ms=optional_ms(r[8]),
-            last_delivered_ms=optional_ms(r[9]),
-            last_removed_ms=optional_ms(r[10]),
-            newest_ms=optional_ms(r[11]),
-        )
+        return queue_stats(r)
 
     async def peek(self, ref: QueueRef, max_messages: int) -> list[ReceivedMessage]:
         """The oldest stored messages, visible or handed out, without changing anything (an
@@ -272,24 +261,21 @@ class Engine(RecipientQueues):
         self,
         bucket: str,
         field: bytes,
-        namespace: str,
         message: SendMessage,
         *,
         report_field: str = "",
         confirm: bool = True,
     ) -> tuple[str, bool, SendResult] | None:
-        """Store one message in the queue that hash field `field` of `bucket` names, in one
-        script call: (queue name, whether its config has `report_field`, the result), or
-        None when the field is absent. Only where all keys live on one server (not Redis
+        """Store one message in the DIDComm queue that hash field `field` of `bucket` names,
+        in one script call: (queue name, whether its config has `report_field`, the result),
+        or None when the field is absent. Only where all keys live on one server (not Redis
         Cluster): the script fills in the queue's keys once it has read the name."""
-        mid = new_message_id(f"{namespace}:")
+        namespace = keys.DIDCOMM_NAMESPACE
+        mid = new_message_id(namespace)
         args: list[Any] = [
             field,
-            namespace,
-            keys.SHARDS,
             self.packed_defaults(namespace),
             report_field,
-            *keys.queue_key_templates(namespace),
             mid,
             message.content_type,
             message.content_encoding,
@@ -299,15 +285,15 @@ class Engine(RecipientQueues):
         r, shortfall = await self._write("forward", [bucket], args, confirm=confirm)
         if int(r[0]) == 0:
             return None
-        name = _s(r[1])
-        ref = QueueRef(namespace, name)
-        result = await self._sent(ref, keys.shard_of(ref.qualified), r[3:], [mid])
+        ref = QueueRef(namespace, _s(r[1]))
+        result = await self._sent(ref, -1, r[3:], [mid])
         if shortfall is not None:
             raise ReplicationShortfall(f"{shortfall} (message ids: {mid})")
-        return name, bool(int(r[2])), result
+        return ref.name, bool(int(r[2])), result
 
     async def _sent(self, ref: QueueRef, shard: int, r: Any, ids: list[str]) -> SendResult:
-        """A send script's reply: the result, or the error it names."""
+        """A send script's reply: the result, or the error it names (`shard` -1: found
+        from the name when needed)."""
         code = int(r[0])
         if code == -1:
             raise QueueNotFound(ref.name)
@@ -316,7 +302,9 @@ class Engine(RecipientQueues):
             raise LimitExceeded(text.format(*(int(v) for v in r[1:])), kind)
         if code == -5:
             raise LimitExceeded("the queue does not accept messages", "will_queue")
-        await self._hint(shard, int(r[2]))
+        hint = int(r[2])
+        if hint >= 0:
+            await self._hint(shard if shard >= 0 else keys.shard_of(ref.qualified), hint)
         return SendResult(message_ids=ids, visible=int(r[3]), delayed=int(r[4]))
 
     async def receive(
@@ -343,6 +331,7 @@ class Engine(RecipientQueues):
         dead_lettered: list[str] = []  # ids this call moved to a dead letter queue
         now = 0
         next_due: int | None = None
+        drained = False
         calls = 0
         while len(out) < max_messages and calls < MAX_RECEIVE_CALLS:
             calls += 1
@@ -376,6 +365,7 @@ class Engine(RecipientQueues):
             if more:
                 continue  # stopped at its purge budget: there may be more behind
             if count < want:
+                drained = True
                 if not out and int(r[2]) >= 0:
                     next_due = int(r[2])
                 break
@@ -388,7 +378,7 @@ class Engine(RecipientQueues):
             except STORAGE_ERRORS as exc:
                 # The messages are received; the workers finish the hand-over from the outbox.
                 log.warning("dead-letter hand-over left to the workers: %s", exc)
-        return ReceiveResult(messages=out, now_ms=now, next_due_ms=next_due)
+        return ReceiveResult(out, now, next_due, drained)
 
     async def delete_message(self, namespace: str, message_id: str) -> None:
         """Delete by id, following the message into dead letter queues it moved to."""
@@ -397,6 +387,33 @@ class Engine(RecipientQueues):
             raise MessageNotFound(message_id)
         if not await self._delete_following(origin, message_id):
             raise MessageNotFound(message_id)
+
+    async def acknowledge(
+        self,
+        ref: QueueRef,
+        message_ids: Sequence[str],
+        thread: tuple[str, Sequence[Any]] | None = None,
+    ) -> tuple[int, QueueStats, tuple[int, int] | None]:
+        """Delete these ids where they are in this very queue (a recipient's own), in one
+        call per hundred ids: how many were deleted, the queue's counts after, and, given
+        `thread` (a thread hash beside the queue and thread_order.lua's arguments), the
+        RFC 0008 orders of the answer, counted in the same call."""
+        qk = keys.queue_keys(ref.qualified)
+        deleted = 0
+        ids = list(message_ids)
+        chunks = [ids[i : i + ACK_CHUNK] for i in range(0, len(ids), ACK_CHUNK)] or [[]]
+        for n, chunk in enumerate(chunks):
+            script_keys, tail = qk.all, []
+            if thread is not None and n == len(chunks) - 1:
+                script_keys, tail = [*qk.all, thread[0]], list(thread[1])
+            r = await self.scripts.call(
+                "acknowledge", script_keys, [ref.qualified, len(chunk), *chunk, *tail]
+            )
+            if int(r[3]) == -1:
+                raise QueueNotFound(ref.name)
+            deleted += int(r[0])
+        orders = (int(r[1]), int(r[2])) if thread is not None else None
+        return deleted, queue_stats(r[3:]), orders
 
     async def delete_in_queue(self, ref: QueueRef, message_id: str) -> bool:
         """Delete a message only if it is in this very queue (recipients' own queues)."""
@@ -567,6 +584,23 @@ class Engine(RecipientQueues):
             )
             await self.redis.delete(keys.queue_keys(dlq.qualified).refs)
             raise InvalidQueueConfig(f"dead letter queue {dead_letter_queue!r} does not exist")
+
+
+def queue_stats(r: Sequence[Any]) -> QueueStats:
+    """queue_stats.lua's reply (also the tail of acknowledge.lua's)."""
+    return QueueStats(
+        now_ms=int(r[1]),
+        stored=int(r[2]),
+        in_flight=int(r[3]),
+        delayed=int(r[4]),
+        oldest_ms=None if int(r[5]) < 0 else int(r[5]),
+        bytes=int(r[6]),
+        sched_ms=optional_ms(r[7]),
+        last_added_ms=optional_ms(r[8]),
+        last_delivered_ms=optional_ms(r[9]),
+        last_removed_ms=optional_ms(r[10]),
+        newest_ms=optional_ms(r[11]),
+    )
 
 
 def _flatten(values: dict[str, str]) -> list[str]:

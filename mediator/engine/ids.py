@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import secrets
+
+from mediator.randomness import random_bytes
 
 MAX_ID_LENGTH = 512
 NAMED_QUEUE_NAMESPACES = ("mqs",)  # namespaces whose ids name their queue
 
 
 def new_message_id(qualified_queue: str) -> str:
-    head = secrets.token_urlsafe(16)
+    head = base64.urlsafe_b64encode(random_bytes(16)).rstrip(b"=").decode()
     if qualified_queue.partition(":")[0] not in NAMED_QUEUE_NAMESPACES:
         return head
     tail = base64.urlsafe_b64encode(qualified_queue.encode()).rstrip(b"=").decode()

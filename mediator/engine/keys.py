@@ -17,6 +17,7 @@ tags fall on 1,024 distinct slots, spread evenly over any set of primaries.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import zlib
 from dataclasses import dataclass
@@ -128,6 +129,7 @@ def queue_keys(qualified: str) -> QueueKeys:
     )
 
 
+@functools.cache
 def queue_key_templates(namespace: str) -> list[str]:
     """`queue_keys(...).all` of the namespace with `$S` for the shard and `$N` for the
     name: what forward.lua fills in once it has read which queue a route names."""

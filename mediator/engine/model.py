@@ -158,6 +158,9 @@ class ReceiveResult:
     messages: list[ReceivedMessage]
     now_ms: int
     next_due_ms: int | None = None  # when nothing came back: the earliest deadline that may
+    # Nothing else was there: a caller that asked to wait (wait_marker_ms) is marked as
+    # waiting on the queue already, and may wait without another receive first.
+    drained: bool = False
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,7 @@ class RecipientQueues:
         out: list[ReceivedMessage] = []
         now = 0
         next_due: int | None = None
+        drained = False
         for _ in range(MAX_RECEIVE_CALLS):
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             args[2] = want
@@ -129,10 +130,11 @@ class RecipientQueues:
             args[7] = text(r[5])
             out += [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(count)]
             if len(out) >= max_messages or (not more and count < want):
+                drained = not more and count < want
                 if not out and int(r[2]) >= 0:
                     next_due = int(r[2])
                 break
-        return ReceiveResult(messages=out, now_ms=now, next_due_ms=next_due)
+        return ReceiveResult(out, now, next_due, drained)
 
     async def release(self, ref: QueueRef, message_ids: Sequence[str]) -> int:
         """Make handed-out messages visible again at once, waking waiters on any node."""

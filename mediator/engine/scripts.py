@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol
@@ -47,6 +48,7 @@ NAMES = (
     "hold",
     "route",
     "adopt",
+    "acknowledge",
 )
 
 
@@ -54,7 +56,21 @@ NAMES = (
 def source(name: str) -> str:
     folder = resources.files("mediator.engine") / "lua"
     lib = (folder / "_lib.lua").read_text()
-    return lib + "\n" + (folder / f"{name}.lua").read_text()
+    return lib + "\n" + _prelude(name) + (folder / f"{name}.lua").read_text()
+
+
+def _prelude(name: str) -> str:
+    """Constants a script takes from keys.py instead of from every call's arguments."""
+    from mediator.engine import keys as layout
+
+    if name != "forward":
+        return ""
+    templates = layout.queue_key_templates(layout.DIDCOMM_NAMESPACE)
+    return (
+        f"local NAMESPACE = {json.dumps(layout.DIDCOMM_NAMESPACE)}\n"
+        f"local SHARDS = {layout.SHARDS}\n"
+        f"local TEMPLATES = {{{', '.join(json.dumps(t) for t in templates)}}}\n"
+    )
 
 
 @cache

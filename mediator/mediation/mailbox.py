@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mediator.didcomm.threads import ThreadOrder
 from mediator.engine import Engine, keys
 from mediator.engine.keys import DIDCOMM_NAMESPACE
 from mediator.engine.model import (
@@ -20,6 +21,7 @@ from mediator.engine.model import (
     QueueRef,
     QueueStats,
     ReceivedMessage,
+    ReceiveResult,
     SendMessage,
 )
 from mediator.errors import QueueExists, QueueNotFound
@@ -116,7 +118,6 @@ class Mailbox:
             done = await self.engine.send_routed(
                 keys.routes_bucket(raw),
                 raw,
-                DIDCOMM_NAMESPACE,
                 message,
                 report_field=SERVICES_FIELD,
                 confirm=confirm,
@@ -159,9 +160,9 @@ class Mailbox:
         since_ms: int | None = None,
         wait_marker_ms: int = 0,
         hold: Hold | None = None,
-    ) -> tuple[list[ReceivedMessage], int, int | None]:
-        """Hand out up to `limit` messages until the delivery deadline; also returns the
-        Redis time and, when nothing came back, the next time something may."""
+    ) -> ReceiveResult:
+        """Hand out up to `limit` messages until the delivery deadline (with the Redis time
+        and, when nothing came back, the next time something may)."""
         ref = queue_of(connection)
         vt = self.settings.delivery_timeout_seconds * 1000
         try:
@@ -180,24 +181,31 @@ class Mailbox:
                     hold=hold,
                 )
         except QueueNotFound:
-            return [], await self.now_ms(), None
+            return ReceiveResult([], await self.now_ms())
         if self.metrics is not None and result.messages:
             self.metrics.delivered.inc(len(result.messages))
-        return result.messages, result.now_ms, result.next_due_ms
+        return result
 
     async def acknowledge(self, connection: str, message_ids: Sequence[str]) -> int:
         """Delete exactly these messages, if they are in this connection's own queue."""
-        ref = queue_of(connection)
-        deleted = 0
-        for message_id in message_ids:
-            try:
-                if await self.engine.delete_in_queue(ref, message_id):
-                    deleted += 1
-            except QueueNotFound:
-                break
+        return (await self.acknowledge_with_status(connection, message_ids))[0]
+
+    async def acknowledge_with_status(
+        self, connection: str, message_ids: Sequence[str], thread: ThreadOrder | None = None
+    ) -> tuple[int, MailboxStatus, tuple[int, int] | None]:
+        """Delete these messages where they are this connection's, and the queue's status
+        after, in one call (messages-received, answered with a status); with `thread`, the
+        RFC 0008 orders of that answer too."""
+        order = None if thread is None else (thread.key, thread.args)
+        try:
+            deleted, stats, orders = await self.engine.acknowledge(
+                queue_of(connection), message_ids, order
+            )
+        except QueueNotFound:
+            return 0, MailboxStatus(await self.now_ms(), 0, 0, 0, None, None), None
         if self.metrics is not None and deleted:
             self.metrics.acknowledged.inc(deleted)
-        return deleted
+        return deleted, _status(stats), orders
 
     async def release(self, connection: str, message_ids: Sequence[str]) -> int:
         if not message_ids:

@@ -135,7 +135,8 @@ class Pusher:
         guard_s = self.settings.delivery_timeout_seconds + self.settings.push_timeout_seconds
         await self._schedule(connection, now + int(guard_s * 1000))
         while True:
-            messages, now, _ = await self.mailbox.deliver(connection, BATCH)
+            got = await self.mailbox.deliver(connection, BATCH)
+            messages, now = got.messages, got.now_ms
             if not messages:
                 break
             for i, message in enumerate(messages):

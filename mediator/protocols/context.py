@@ -3,6 +3,7 @@ arrived on, and a place to put replies. Handlers never talk to Redis themselves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,9 @@ class Services:
         return MediatorDid(self.keys_for(connection), self.endpoints)
 
 
+CONNECTION_MEMORY_SECONDS = 5.0  # how long a persistent session trusts its copy of a record
+
+
 class Session:
     """The transport a message came in on. HTTP sessions carry one reply and nothing else;
     the WebSocket session overrides what a persistent transport can do."""
@@ -61,6 +65,30 @@ class Session:
 
     def __init__(self) -> None:
         self.explicit_pickup = False  # a pickup or queue message came on this transport
+        self._connections: dict[str, tuple[Connection, float]] = {}
+
+    def known_connection(self, verkey: str) -> Connection | None:
+        """A socket's copy of its connection's record, read less than
+        CONNECTION_MEMORY_SECONDS ago and kept up to date with what its own messages
+        changed (a change made through another node shows within that time)."""
+        entry = self._connections.get(verkey)
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
+
+    def remember_connection(self, connection: Connection) -> None:
+        if self.persistent:
+            now = time.monotonic()
+            known = self._connections.get(connection.verkey)
+            # A copy is not trusted longer for being used: a fresh one keeps its deadline.
+            deadline = known[1] if known is not None and known[1] >= now else now
+            self._connections[connection.verkey] = (
+                connection,
+                deadline if deadline > now else now + CONNECTION_MEMORY_SECONDS,
+            )
+
+    def forget_connection(self, verkey: str) -> None:
+        self._connections.pop(verkey, None)
 
     def is_live(self, connection: str) -> bool:
         return False

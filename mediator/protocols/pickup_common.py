@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from mediator.didcomm.keys import normalize_key
@@ -31,6 +32,7 @@ async def explicit_pickup(ctx: Context) -> Connection:
     ctx.session.explicit_pickup = True
     if not connection.explicit_pickup:
         await ctx.services.store.mark_explicit_pickup(connection.verkey)
+        connection = ctx.connection = replace(connection, explicit_pickup=True)
     return connection
 
 

@@ -39,9 +39,14 @@ def status_body(
 
 
 async def _status_reply(
-    ctx: Context, connection: str, recipient_key: str | None = None, raw_key: object = None
+    ctx: Context,
+    connection: str,
+    recipient_key: str | None = None,
+    raw_key: object = None,
+    status: MailboxStatus | None = None,
 ) -> Reply:
-    status = await ctx.services.mailbox.status(connection, recipient_key)
+    if status is None:
+        status = await ctx.services.mailbox.status(connection, recipient_key)
     ctx.session.pickup_seen(connection, status.now_ms)
     body = status_body(
         status,
@@ -67,9 +72,8 @@ async def delivery_request(ctx: Context) -> None:
     raw = ctx.message.body.get("recipient_key")
     key = await owned_key(ctx, connection, raw)
     limit = min(limit, ctx.settings.max_delivery_limit)
-    messages, now_ms, _ = await ctx.services.mailbox.deliver(
-        connection.verkey, limit, recipient_key=key
-    )
+    got = await ctx.services.mailbox.deliver(connection.verkey, limit, recipient_key=key)
+    messages, now_ms = got.messages, got.now_ms
     ctx.session.pickup_seen(connection.verkey, now_ms)
     if not messages:
         await _status_reply(ctx, connection.verkey, key, raw)
@@ -87,10 +91,18 @@ async def delivery_request(ctx: Context) -> None:
 async def messages_received(ctx: Context) -> None:
     connection = await explicit_pickup(ctx)
     ids = id_list(ctx.message.body.get("message_id_list"), "message_id_list")
-    await ctx.services.mailbox.acknowledge(connection.verkey, ids)
+    # The status answering it (a SHOULD, never queued) is counted on its thread in the
+    # same call that deletes: one round trip for the whole answer.
+    thread = ctx.services.threads.order(connection.verkey, ctx.message) if ctx.can_return else None
+    _, status, orders = await ctx.services.mailbox.acknowledge_with_status(
+        connection.verkey, ids, thread
+    )
     ctx.session.acknowledged(connection.verkey, ids)
-    if ctx.can_return:  # the status is a SHOULD, and is never queued
-        await _status_reply(ctx, connection.verkey)
+    if orders is not None:
+        reply = await _status_reply(ctx, connection.verkey, status=status)
+        reply.message["~thread"] = ctx.services.threads.thread(
+            connection.verkey, ctx.message, *orders
+        )
 
 
 async def live_delivery_change(ctx: Context) -> None:

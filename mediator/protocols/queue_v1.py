@@ -74,7 +74,7 @@ async def fetch_request(ctx: Context) -> None:
         acked = id_list(body["message_id_list"], "message_id_list")
         await mailbox.acknowledge(connection.verkey, acked)
         ctx.session.acknowledged(connection.verkey, acked)
-    messages, _, _ = await mailbox.deliver(connection.verkey, limit)
+    messages = (await mailbox.deliver(connection.verkey, limit)).messages
     unsent = handed_out(ctx, connection.verkey, [m.message_id for m in messages])
     ctx.reply(
         "batch",

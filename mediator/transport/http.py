@@ -97,7 +97,7 @@ async def _carry(send: Send, out: Outgoing, media: str) -> None:
 async def _one_queued(pipeline: Pipeline, connection: str) -> list[Outgoing]:
     """Implicit pickup over HTTP: one queued message per response, deleted once sent."""
     mailbox = pipeline.services.mailbox
-    messages, _, _ = await mailbox.deliver(connection, 1)
+    messages = (await mailbox.deliver(connection, 1)).messages
     if not messages:
         return []
     ids = [messages[0].message_id]

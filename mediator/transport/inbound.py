@@ -9,7 +9,7 @@ with a JSON body, or a JSON frame on a WebSocket) and a refused message a proble
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -26,7 +26,7 @@ from mediator.errors import (
     QueueError,
     ReplicationShortfall,
 )
-from mediator.mediation.handshakes import RESPONDED
+from mediator.mediation.handshakes import COMPLETED, RESPONDED
 from mediator.mediation.store import Connection
 from mediator.ops.metrics import Metrics
 from mediator.protocols import HANDLERS, handler_for, is_anonymous
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 NOT_DRAINING = ("messagepickup", "queue", "coordinate-mediation")
 # A connection in the `responded` state completes with its first message of any other family.
 HANDSHAKES = ("didexchange", "connections")
+# Families whose handlers change what a connection's record says (state, handshake): a
+# session forgets its copy after them.
+CHANGES_CONNECTION = (*HANDSHAKES, "coordinate-mediation")
 
 
 @dataclass(frozen=True)
@@ -176,13 +179,20 @@ class Pipeline:
             )
         connection = None
         if sender is not None and message.type.family != "routing":
-            connection = await self.services.store.connection(sender)
+            connection = session.known_connection(sender)
+            if connection is None:
+                connection = await self.services.store.connection(sender)
             if connection.handshake == RESPONDED and message.type.family not in HANDSHAKES:
                 await self.services.handshakes.complete(sender)  # its first message since
+                connection = replace(connection, handshake=COMPLETED)
         ctx = Context(self.services, session, message, connection)
         outcome = Outcome(message=message, connection=connection)
         try:
             await handler_for(message.type)(ctx)
+            if ctx.connection is not None and message.type.family not in CHANGES_CONNECTION:
+                session.remember_connection(ctx.connection)
+            elif sender is not None:
+                session.forget_connection(sender)
         except QueueError as error:  # e.g. a queue deleted under a request: refuse, clearly
             if sender is None:
                 outcome.refusal = Refusal(409, "refused", str(error))

@@ -27,7 +27,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from mediator.cluster.drain import SERVICE_RESTART, Drain
 from mediator.didcomm import envelope
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
-from mediator.engine.model import ReceivedMessage
+from mediator.engine.model import ReceivedMessage, ReceiveResult
 from mediator.errors import HoldLost
 from mediator.mediation.mailbox import queue_of
 from mediator.protocols.context import Session
@@ -39,6 +39,7 @@ from mediator.transport.inbound import Outgoing, Pipeline
 log = logging.getLogger(__name__)
 
 LIVE_BATCH = 10  # messages per live `delivery`
+Batch = Callable[[int], Awaitable[ReceiveResult]]  # one receive of a delivery loop
 NORMAL_CLOSURE = 1000
 INTERNAL_ERROR = 1011
 
@@ -217,18 +218,16 @@ class WsSession(Session):
         )
         await self.carry(Outgoing(packed))  # deleted only on messages-received
 
-    def _live_batch(
-        self, connection: str, since_ms: int
-    ) -> Callable[[int], Awaitable[tuple[list[ReceivedMessage], int | None, int]]]:
+    def _live_batch(self, connection: str, since_ms: int) -> Batch:
         hold = self.presence.hold(connection, self.socket_id)
 
-        async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
-            messages, now, due = await self.services.mailbox.deliver(
+        async def batch(marker_ms: int) -> ReceiveResult:
+            got = await self.services.mailbox.deliver(
                 connection, LIVE_BATCH, since_ms=since_ms, wait_marker_ms=marker_ms, hold=hold
             )
-            if messages:
-                await self._send_delivery(connection, messages)
-            return messages, due, now
+            if got.messages:
+                await self._send_delivery(connection, got.messages)
+            return got
 
         return batch
 
@@ -240,10 +239,9 @@ class WsSession(Session):
         mailbox = self.services.mailbox
         hold = self.presence.hold(connection, self.socket_id)
 
-        async def batch(marker_ms: int) -> tuple[list[ReceivedMessage], int | None, int]:
-            messages, now, due = await mailbox.deliver(
-                connection, LIVE_BATCH, wait_marker_ms=marker_ms, hold=hold
-            )
+        async def batch(marker_ms: int) -> ReceiveResult:
+            got = await mailbox.deliver(connection, LIVE_BATCH, wait_marker_ms=marker_ms, hold=hold)
+            messages = got.messages
             for i, message in enumerate(messages):
                 # No acknowledgement exists here: each raw message is deleted once sent.
                 try:
@@ -252,7 +250,7 @@ class WsSession(Session):
                     await mailbox.release(connection, [m.message_id for m in messages[i:]])
                     raise
                 await mailbox.acknowledge(connection, [message.message_id])
-            return messages, due, now
+            return got
 
         # An explicit pickup message on this socket ends the drain: from then on the
         # connection fetches its queue itself.
@@ -261,13 +259,13 @@ class WsSession(Session):
     async def _deliver_loop(
         self,
         connection: str,
-        batch: Callable[[int], Awaitable[tuple[list[ReceivedMessage], int | None, int]]],
+        batch: Batch,
         until: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Deliver whatever `batch` finds; when nothing, wait for a wake-up from a send on
-        any node, for the next deadline, or for the periodic re-check (spread by a tenth
-        either way, so that sockets opened together do not re-check together). Each batch
-        renews the socket's hold; one another socket took ends the loop."""
+        """Deliver whatever `batch` finds; when it left nothing behind, wait for a wake-up
+        from a send on any node, for the next deadline, or for the periodic re-check (spread
+        by a tenth either way, so that sockets opened together do not re-check together).
+        Each batch renews the socket's hold; one another socket took ends the loop."""
         hub = self.services.hub
         recheck = self.services.settings.live_recheck_seconds
         marker_ms = int((recheck * 1.1 + 5) * 1000)  # outlives the longest wait below
@@ -276,16 +274,19 @@ class WsSession(Session):
             while not self.closed and not until():
                 with hub.waiting(queue) as woken:
                     try:
-                        messages, due, now = await batch(marker_ms)
+                        got = await batch(marker_ms)
                     except STORAGE_ERRORS as exc:  # storage trouble: try again soon
                         log.warning("delivery loop waiting for storage: %s", exc)
                         await asyncio.sleep(1.0)
                         continue
-                    if messages:
-                        continue
+                    if got.messages and not got.drained:
+                        continue  # there may be more: no need to wait
+                    # Drained: the receive that found nothing more marked this node as
+                    # waiting, so a send from now on wakes it.
                     timeout = recheck * random.uniform(0.9, 1.1)
-                    if due is not None:
-                        timeout = min(timeout, max(0.0, (due - now) / 1000) + 0.002)
+                    if got.next_due_ms is not None:
+                        wait = max(0.0, (got.next_due_ms - got.now_ms) / 1000)
+                        timeout = min(timeout, wait + 0.002)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(asyncio.shield(woken), timeout)
         except HoldLost:

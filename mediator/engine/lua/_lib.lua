@@ -257,6 +257,102 @@ local function purge_entry(Q, sid, msg_id, size, why, now)
   count(Q, why, 1)
 end
 
+-- RFC 0008 orders for our next message on a thread of one connection: records the highest
+-- sender_order the peer used on the thread, counts ours, and keeps the connection's thread
+-- hash `ttl` seconds more. Returns {our sender_order for the reply (0 first), highest seen}.
+local function thread_orders(threads, thid, theirs, ttl)
+  local seen_field, sent_field = 'r:' .. thid, 's:' .. thid
+  theirs = tonumber(theirs)
+  local seen = tonumber(redis.call('HGET', threads, seen_field))
+  if not seen or theirs > seen then
+    redis.call('HSET', threads, seen_field, theirs)
+    seen = theirs
+  end
+  local ours = redis.call('HINCRBY', threads, sent_field, 1) - 1
+  redis.call('EXPIRE', threads, tonumber(ttl))
+  return {ours, seen}
+end
+
+-- A queue's counts at this instant (queue_stats.lua's reply): {1, now, stored, in flight,
+-- delayed, oldest, bytes, next upkeep, last added, delivered, removed, newest}.
+local function queue_counts(Q, name, now)
+  local c = redis.call('HMGET', Q.cfg, 'bytes', 'la', 'ld', 'lr')
+  local stored = redis.call('XLEN', Q.stream)
+  local hidden = redis.call('ZCOUNT', Q.inflight, '(' .. int(now), '+inf')
+  local nd = redis.call('ZCARD', Q.delayed)
+  local oldest = -1
+  local head = redis.call('XRANGE', Q.stream, '-', '+', 'COUNT', 1)
+  if #head > 0 then oldest = tonumber(to_table(head[1][2]).z) end
+  local first = redis.call('ZRANGE', Q.delayed, 0, 0)
+  if #first > 0 then
+    local packed = redis.call('HGET', Q.dbody, first[1])
+    if packed then
+      local t0 = tonumber(cmsgpack.unpack(packed)[5])
+      if oldest < 0 or t0 < oldest then oldest = t0 end
+    end
+  end
+  local newest = -1
+  local tail = redis.call('XREVRANGE', Q.stream, '+', '-', 'COUNT', 1)
+  if #tail > 0 then newest = tonumber(to_table(tail[1][2]).z) end
+  local last = redis.call('ZRANGE', Q.delayed, -1, -1)
+  if #last > 0 then
+    local packed = redis.call('HGET', Q.dbody, last[1])
+    if packed then
+      local t1 = tonumber(cmsgpack.unpack(packed)[5])
+      if t1 > newest then newest = t1 end
+    end
+  end
+  local sched = redis.call('ZSCORE', Q.due, name)
+  return {1, now, stored, hidden, nd, oldest, tonumber(c[1]) or 0, tonumber(sched) or -1,
+    tonumber(c[2]) or -1, tonumber(c[3]) or -1, tonumber(c[4]) or -1, newest}
+end
+
+-- Remove one message by id, wherever it is in the queue. The oldest index and the empty
+-- stream are left for the caller (`tidy_after_deletes`), which may delete several first.
+-- Returns 1 deleted, 0 not in this queue, or 2 and the dead letter queue when it was on its
+-- way there (its outbox entry becomes a tombstone `x:<ms>` and its id `x`, so that a
+-- hand-over under way learns of the delete: dead_letter_settle).
+local function delete_by_id(Q, id, now)
+  local loc = redis.call('HGET', Q.ids, id)
+  if not loc or loc == 'x' then return 0 end
+  if loc == 'd' then
+    local packed = redis.call('HGET', Q.dbody, id)
+    redis.call('ZREM', Q.delayed, id)
+    redis.call('HDEL', Q.dbody, id)
+    redis.call('HDEL', Q.ids, id)
+    if packed then
+      add_bytes(Q, -#cmsgpack.unpack(packed)[6])
+      count(Q, 'd', -1)
+      count(Q, 'ack', 1)
+    end
+    redis.call('HSET', Q.cfg, 'lr', int(now))
+    return 1
+  end
+  if loc == 'o' then
+    local packed = redis.call('HGET', Q.outbox, id)
+    redis.call('HSET', Q.outbox, id, 'x:' .. int(now))
+    redis.call('HSET', Q.ids, id, 'x')
+    if packed then return 2, cmsgpack.unpack(packed)[8] end
+    return 1
+  end
+  local entry = redis.call('XRANGE', Q.stream, loc, loc)
+  if #entry == 0 then
+    redis.call('HDEL', Q.ids, id)
+    flight_drop(Q, redis.call('ZSCORE', Q.inflight, loc), now)
+    redis.call('ZREM', Q.inflight, loc)
+    redis.call('HDEL', Q.rc, loc)
+    return 0
+  end
+  purge_entry(Q, loc, id, #to_table(entry[1][2]).b, 'ack', now)
+  redis.call('HSET', Q.cfg, 'lr', int(now))
+  return 1
+end
+
+local function tidy_after_deletes(Q, name)
+  refresh_oldest(Q, name)
+  drop_stream_if_empty(Q, name)
+end
+
 -- A limit setting: a positive number, or nil for none ('0' stores "no limit" over a default).
 local function limit(value)
   local n = tonumber(value)

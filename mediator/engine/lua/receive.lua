@@ -13,7 +13,9 @@
 -- KEYS[15], ARGV[8], ARGV[9] (optional): a live socket's hold on its recipient, the socket
 --         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
 -- Returns {1, now, next_due, count, more, hint, <9 values per message>...}
---   more: 1 when the script stopped at its budget of purged entries: call again at once
+--   more: 1 when the script stopped at its budget of purged entries: call again at once;
+--   with fewer than n handed out and more 0, the queue had nothing else visible, and the
+--   node was marked as waiting (ARGV[5]) in this very call
 --   hint: the shard's new earliest due time when dead-lettering made it so, else -1
 --   per message: id, body, content type, content encoding, trace id, first enqueue ms,
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
@@ -129,5 +131,8 @@ elseif got == 0 then
 else
   if vt_ms > 0 then wake(Q.waiters, name, 0, hidden_until, now) end
   if promoted > got then wake(Q.waiters, name, promoted - got, -1, now) end
+  -- Fewer than asked and nothing left behind: the caller may wait at once, no empty receive
+  -- needed first (marked after the wake-ups above, which are for the other waiters).
+  if got < n and out[5] == 0 then mark_waiting(Q.waiters, channel, tonumber(ARGV[5]) or 0, now) end
 end
 return out

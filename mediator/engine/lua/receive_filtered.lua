@@ -19,7 +19,8 @@
 -- KEYS[15], ARGV[10], ARGV[11] (optional): a live socket's hold on its recipient, the socket
 --         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
 -- Returns {1, now, next_due, count, more, cursor, <9 values per message>...}
---   as receive.lua, except that slot 6 is the cursor to pass to the next call ('' = none)
+--   as receive.lua (fewer than n and more 0: nothing else matched, and the node was marked
+--   as waiting), except that slot 6 is the cursor to pass to the next call ('' = none)
 --         {-1}  no such queue
 --         {-2}  another socket holds the recipient now: nothing was handed out
 local Q = queue_keys(KEYS, 1)
@@ -151,6 +152,8 @@ if got > 0 then
   count(Q, 'dlv', got)
   flight_add(Q, hidden_until, got, now)
   if vt_ms > 0 then wake(Q.waiters, name, 0, hidden_until, now) end
+  -- Fewer than asked and nothing left behind: the caller may wait at once (as receive.lua).
+  if got < n and out[5] == 0 then mark_waiting(Q.waiters, channel, tonumber(ARGV[7]) or 0, now) end
 elseif out[5] == 1 then
   out[3] = now
 else
