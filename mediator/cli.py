@@ -114,9 +114,10 @@ def serve(**options: Any) -> None:
 @click.option("--check", is_flag=True, help="Exit 0 if the local worker is healthy, else 1.")
 @_settings_options("worker")
 def worker(check: bool, **options: Any) -> None:
-    """Run an upkeep worker: retention purge, delayed promotion, index cleaning.
+    """Run an upkeep worker: what is due (retention purge, delayed promotion, dead-letter
+    hand-overs, push retries), the totals behind /metrics, and the paced index audit.
 
-    Start as many as you like; they split the shards between them by leases.
+    Start as many as you like; they split the partitions between them by leases.
     Needs --redis-url (the embedded server belongs to one node).
     """
     settings = _build(options)

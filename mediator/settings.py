@@ -117,8 +117,8 @@ class Settings:
     long_poll_recheck_seconds: float = field(
         default=2.0,
         metadata=_opt(
-            "A waiting long poll re-reads its queue at least this often, in case a wake-up "
-            "was lost.",
+            "A waiting long poll (mqs) re-reads its queue at least this often, in case a "
+            "wake-up was lost (live sockets: --live-recheck-seconds).",
             scope="serve",
         ),
     )
@@ -332,8 +332,9 @@ class Settings:
         default=5.0,
         metadata=_opt(
             "How long a node remembers which connection a recipient key routes to (0: ask "
-            "Redis on every forward). Removals reach every node at once over pub/sub; this "
-            "bounds staleness if such a message is lost.",
+            "Redis every time), on Redis Cluster, where a forward reads the route before it "
+            "sends (elsewhere one script does both), and for recipient_key checks. Removals "
+            "reach every node at once over pub/sub; this bounds staleness if one is lost.",
         ),
     )
     thread_state_seconds: int = field(
