@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 
+import base58
 import httpx
 import pytest
 import redis
@@ -102,7 +103,8 @@ async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
     records = (await acapy.get("/mediation/keylists"))["results"]
     assert records, acapy.log_tail()
     routes = redis.Redis.from_url(redis_url)
-    owners = {routes.get(keys.route(did_key_to_verkey(r["recipient_key"]))) for r in records}
+    raw = [base58.b58decode(did_key_to_verkey(r["recipient_key"])) for r in records]
+    owners = {routes.hget(keys.routes_bucket(k), k) for k in raw}  # type: ignore[arg-type]
     routes.close()
     assert len(owners) == 1 and None not in owners
     async with httpx.AsyncClient() as client:
