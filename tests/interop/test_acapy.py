@@ -104,7 +104,7 @@ async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
     assert records, acapy.log_tail()
     routes = redis.Redis.from_url(redis_url)
     raw = [base58.b58decode(did_key_to_verkey(r["recipient_key"])) for r in records]
-    owners = {routes.hget(keys.routes_bucket(k), k) for k in raw}  # type: ignore[arg-type]
+    owners = {routes.hget(keys.routes_bucket(k), k) for k in raw}
     routes.close()
     assert len(owners) == 1 and None not in owners
     async with httpx.AsyncClient() as client:
