@@ -104,6 +104,8 @@ class Migration:
         self.cluster = len(backend.primaries()) > 1 or backend.mode.value == "cluster"
         self.report = Report()
         self._pending: dict[str, list[str]] = {}
+        self._queues: list[str] = []  # converted after the scan, once their data keys are known
+        self._data: dict[str, list[str]] = {}  # queue -> the layout-1 data keys it has
         self._globals: list[str] = []
         self._started = time.monotonic()
         self._last_progress = 0.0
@@ -118,6 +120,10 @@ class Migration:
         for primary in self.backend.primaries():
             await self._scan(primary)
         await self._flush_all()
+        for start in range(0, len(self._queues), BATCH):
+            if not dry_run:
+                await self._convert_queues(self._queues[start : start + BATCH])
+                self._progress()
         if not dry_run:
             await self._convert_globals()
             await self._set_hints()
@@ -156,6 +162,12 @@ class Migration:
         kind, item = _entity(name)
         if kind == "global":
             self._globals.append(name)
+        elif kind == "queue":
+            self._queues.append(item)
+            self.report.seen["queue"] = self.report.seen.get("queue", 0) + 1
+        elif kind == "queue data":
+            qualified, _, suffix = item.rpartition("}:")
+            self._data.setdefault(qualified, []).append(suffix)
         elif kind:
             self._pending.setdefault(kind, []).append(item)
             self.report.seen[kind] = self.report.seen.get(kind, 0) + 1
@@ -169,7 +181,6 @@ class Migration:
         if not items or self.dry_run:
             return
         convert: dict[str, Callable[[list[str]], Awaitable[None]]] = {
-            "queue": self._queues,
             "connection": self._connections,
             "route": self._routes,
             "ours": self._ours,
@@ -178,6 +189,9 @@ class Migration:
             "moved": self._moved,
         }
         await convert[kind](items)
+        self._progress()
+
+    def _progress(self) -> None:
         now = time.monotonic()
         if now - self._last_progress >= 2:
             self._last_progress = now
@@ -213,7 +227,7 @@ class Migration:
 
     # ------------------------------------------------------------ entities
 
-    async def _queues(self, names: list[str]) -> None:
+    async def _convert_queues(self, names: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for qualified in names:
             pipe.hgetall(Legacy.queue(qualified, "cfg"))
@@ -225,8 +239,9 @@ class Migration:
                 continue
             present.append((qualified, {_text(k): _text(v) for k, v in raw.items()}))
             qk = keys.queue_keys(qualified)
-            for old, attr in QUEUE_DATA.items():
-                moves.append((Legacy.queue(qualified, old), getattr(qk, attr)))
+            for old in self._data.pop("mq:{q:" + qualified, []):  # only those that exist
+                if old in QUEUE_DATA:
+                    moves.append((Legacy.queue(qualified, old), getattr(qk, QUEUE_DATA[old])))
         await self._move(moves)
         calls: list[tuple[str, list[str], list[Any]]] = []
         cleanup = self.redis.pipeline(transaction=False)
@@ -400,6 +415,8 @@ def _entity(name: str) -> tuple[str, str]:
     with their entity (or not layout 1 at all)."""
     if name.startswith("mq:{q:") and name.endswith("}:cfg"):
         return "queue", name[len("mq:{q:") : -len("}:cfg")]
+    if name.startswith("mq:{q:"):
+        return "queue data", name
     if name.startswith("dc:{c:") and name.endswith("}:conn"):
         return "connection", name[len("dc:{c:") : -len("}:conn")]
     for prefix, kind in (
