@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mediator import tasks
 from mediator.cluster.drain import Drain
 from mediator.cluster.presence import Presence
 from mediator.didcomm.identity import load_identity
@@ -134,6 +135,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None
+        worker = None
         if settings.in_process_worker:
             from workers.runner import Worker
 
@@ -163,14 +165,11 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGTERM)
-            if worker_task is not None:
-                worker_task.cancel()
-                try:
-                    await worker_task
-                except asyncio.CancelledError:
-                    pass
-                except Exception:  # it died earlier: shut the rest down all the same
-                    log.exception("the in-process worker had stopped")
+            if worker is not None and worker_task is not None:
+                worker.stopping = True  # ends its loop even if a cancellation is swallowed
+                await tasks.stop(worker_task)
+                if not worker_task.cancelled() and worker_task.exception() is not None:
+                    log.error("the in-process worker had stopped", exc_info=worker_task.exception())
             await pusher.aclose()
             await presence.stop()
             await hub.stop()

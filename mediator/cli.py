@@ -273,10 +273,16 @@ async def _run_worker(settings: Settings) -> None:
         confirmed=durability,
         defaults={keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings)},
     )
-    task = asyncio.create_task(Worker(settings, redis, engine).run())
+    worker = Worker(settings, redis, engine)
+    task = asyncio.create_task(worker.run(), name="worker")
+
+    def stop() -> None:
+        worker.stopping = True  # ends the loop should the cancellation be swallowed
+        task.cancel()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, stop)
     with contextlib.suppress(asyncio.CancelledError):
         await task
     await backend.aclose()

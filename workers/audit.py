@@ -98,15 +98,9 @@ class Audit:
         return done
 
     async def _page(self, shard: int, namespace: str, names: list[str]) -> int:
-        script_keys = [
-            keys.shard_due(shard),
-            keys.shard_oldest(shard, namespace),
-            keys.shard_registry(shard, namespace),
-            keys.shard_totals(shard, namespace),
-        ]
+        script_keys = []
         for name in names:
-            qk = keys.queue_keys(f"{namespace}:{name}")
-            script_keys += [qk.cfg, qk.stream, qk.inflight, qk.receives, qk.delayed, qk.outbox]
+            script_keys += keys.queue_keys(f"{namespace}:{name}").all
         r = await self.scripts.call("audit", script_keys, [namespace, *names])
         checked, orphans, schedules, oldest, empties = (int(v) for v in r[:5])
         self.checked += checked

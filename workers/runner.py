@@ -14,8 +14,9 @@ Nothing here walks the queues on a timer:
   sums the counters the scripts keep into a summary per partition, which `/metrics` reads.
 - **The audit** (workers/audit.py) checks the queues page by page at a bounded rate.
 
-Every step awaits Redis, so a stop (SIGTERM: the task is cancelled) ends it at once; the
-worker then gives its leases up so the others take them over without waiting.
+Every step awaits Redis, so a stop (SIGTERM: the task is cancelled, and `stopping` set for a
+cancellation Python 3.11 may swallow) ends it at once; the worker then gives its leases up
+so the others take them over without waiting.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class Worker:
         self._audit_credit = 0.0
         self._audit_turn = 0
         self.upkeeps = 0  # schedule entries run
+        # Set to stop: checked between steps, since on Python 3.11 a cancellation may be
+        # swallowed by a Redis call that completes at that moment (mediator/tasks.py).
+        self.stopping = False
 
     @property
     def owned(self) -> list[int]:
@@ -85,7 +89,7 @@ class Worker:
     async def run(self) -> None:
         log.info("worker started", extra={"worker": self.id, "partitions": self.partitions})
         try:
-            while True:
+            while not self.stopping:
                 try:
                     await self.tick()
                     self._touch_health()
@@ -108,6 +112,8 @@ class Worker:
             return
         await self.run_due()
         for partition in self.owned:
+            if self.stopping:
+                return
             last = self._heads_polled.get(partition)
             if last is None or now - last >= self.settings.hint_poll_seconds:
                 await self.poll_heads(partition)
@@ -150,6 +156,8 @@ class Worker:
         ran = 0
         for raw in due:
             shard = int(_text(raw))
+            if self.stopping:
+                break
             if keys.partition_of(shard, self.partitions) in held:
                 ran += await self.run_shard(shard, now)
         return ran
@@ -205,6 +213,8 @@ class Worker:
 
     async def refresh_totals(self) -> None:
         for partition in self.owned:
+            if self.stopping:
+                return
             shards = keys.partition_shards(partition, self.partitions)
             now, totals = await read_shards(self.engine.scripts, shards)
             await write_summary(self.redis, partition, totals, now)
@@ -217,7 +227,7 @@ class Worker:
             self._audit_credit + rate * (now - self._audit_at), max(rate, 4.0 * AUDIT_PAGE)
         )
         self._audit_at = now
-        while rate > 0 and self.owned and self._audit_credit >= AUDIT_PAGE:
+        while rate > 0 and self.owned and self._audit_credit >= AUDIT_PAGE and not self.stopping:
             self._audit_turn = (self._audit_turn + 1) % len(self.owned)
             done = await self.audit.step(self.owned[self._audit_turn])
             self._audit_credit -= done

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from mediator import tasks
 from mediator.engine import keys
 from mediator.engine.model import Hold
 from mediator.engine.scripts import Scripts
@@ -86,9 +87,7 @@ class Presence:
 
     async def stop(self) -> None:
         if self._lease is not None:
-            self._lease.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lease
+            await tasks.stop(self._lease)
         with contextlib.suppress(*STORAGE_ERRORS):
             await self.redis.zrem(keys.nodes(), self.node_id)
 

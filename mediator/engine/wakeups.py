@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 
 from redis.asyncio import Redis
 
+from mediator import tasks
+
 log = logging.getLogger(__name__)
 
 
@@ -59,9 +61,7 @@ class WakeHub:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await tasks.stop(self._task)
         for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

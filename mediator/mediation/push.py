@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import httpx
 import websockets
 
+from mediator import tasks
 from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
@@ -91,10 +92,7 @@ class Pusher:
             await self.redis.zrem(*_schedule_entry(connection))
 
     async def aclose(self) -> None:
-        tasks = [*self._running.values(), *self._lookups]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await tasks.stop([*self._running.values(), *self._lookups])
         await self.http.aclose()
 
     # ------------------------------------------------------------ the push

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from mediator import tasks
 from mediator.cluster.drain import SERVICE_RESTART, Drain
 from mediator.didcomm import envelope
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
@@ -83,9 +84,7 @@ class WsSession(Session):
     async def stop_live(self, connection: str) -> None:
         task = self._live.pop(connection, None)
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await tasks.stop(task)
             await self.presence.release(connection, self.socket_id)
 
     def offered(self, connection: str, message_ids: list[str]) -> None:
@@ -152,12 +151,7 @@ class WsSession(Session):
         self.closed = True
         self.presence.unregister(self.socket_id)
         held = {*self._live, *self._drains}
-        tasks = [*self._live.values(), *self._drains.values()]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await tasks.stop([*self._live.values(), *self._drains.values()])
         self._live.clear()
         self._drains.clear()
         for connection in held:
@@ -182,12 +176,10 @@ class WsSession(Session):
         """A newer socket holds `connection` now: stop delivering to it here. What this
         socket carried unacknowledged is the newer socket's to offer again, so it is not
         released (that would offer it twice)."""
-        for tasks in (self._live, self._drains):
-            task = tasks.pop(connection, None)
+        for loops in (self._live, self._drains):
+            task = loops.pop(connection, None)
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await tasks.stop(task)
         self._unacked.pop(connection, None)
         log.info("live delivery taken over by another socket", extra={"connection": connection[:8]})
 

@@ -117,13 +117,6 @@ local function schedule(Q, member, due)
   return -1
 end
 
--- A new queue: its config (field/value list), creation time, registry entry and count.
-local function create_queue(Q, name, now, fields)
-  if #fields > 0 then redis.call('HSET', Q.cfg, unpack(fields)) end
-  redis.call('HSET', Q.cfg, 'created', int(now))
-  if redis.call('SADD', Q.reg, short_name(name)) == 1 then count(Q, 'q', 1) end
-end
-
 -- ------------------------------------------------------------------ streams
 
 local function ensure_stream(stream)
@@ -256,6 +249,61 @@ local function purge_entry(Q, sid, msg_id, size, why, now)
   count(Q, 'n', -1)
   count(Q, why, 1)
 end
+
+-- What a queue leaves behind when its config went without queue_delete (a DIDComm
+-- connection's record that expired unmediated, with a queue in it): its messages leave the
+-- books as dropped (their sizes summed: the config's byte count went with it), its in-flight
+-- deadlines and index entries go, its keys are deleted. At most `most` stream entries per
+-- call; returns true when nothing is left.
+local function reap(Q, name, now, most)
+  local stored = redis.call('XLEN', Q.stream)
+  if stored > most then  -- a part now, the rest in the next call
+    for _, e in ipairs(redis.call('XRANGE', Q.stream, '-', '+', 'COUNT', most)) do
+      local f = to_table(e[2])
+      flight_drop(Q, redis.call('ZSCORE', Q.inflight, e[1]), now)
+      redis.call('XACK', Q.stream, 'g', e[1])
+      redis.call('XDEL', Q.stream, e[1])
+      redis.call('ZREM', Q.inflight, e[1])
+      redis.call('HDEL', Q.rc, e[1])
+      redis.call('HDEL', Q.ids, f.i)
+      count(Q, 'n', -1)
+      count(Q, 'b', -#f.b)
+      count(Q, 'drop', 1)
+    end
+    return false
+  end
+  local size = 0
+  for _, e in ipairs(redis.call('XRANGE', Q.stream, '-', '+')) do size = size + #to_table(e[2]).b end
+  local hidden = redis.call('ZRANGEBYSCORE', Q.inflight, '(' .. int(now), '+inf', 'WITHSCORES')
+  for i = 2, #hidden, 2 do flight_drop(Q, hidden[i], now) end
+  local delayed = redis.call('ZCARD', Q.delayed)
+  for _, packed in ipairs(redis.call('HVALS', Q.dbody)) do size = size + #cmsgpack.unpack(packed)[6] end
+  count(Q, 'n', -stored)
+  count(Q, 'd', -delayed)
+  count(Q, 'b', -size)
+  count(Q, 'drop', stored + delayed)
+  redis.call('DEL', Q.stream, Q.inflight, Q.rc, Q.delayed, Q.dbody, Q.ids, Q.outbox, Q.waiters)
+  if redis.call('SREM', Q.reg, short_name(name)) == 1 then count(Q, 'q', -1) end
+  redis.call('ZREM', Q.old, short_name(name))
+  redis.call('ZREM', Q.due, name)
+  return true
+end
+
+-- Whether a queue without a config left keys behind (see reap).
+local function has_leftovers(Q)
+  return redis.call('EXISTS', Q.stream, Q.delayed, Q.ids, Q.outbox) > 0
+end
+
+-- A new queue: its config (field/value list), creation time, registry entry and count.
+local function create_queue(Q, name, now, fields)
+  if has_leftovers(Q) then
+    while not reap(Q, name, now, 1000) do end
+  end
+  if #fields > 0 then redis.call('HSET', Q.cfg, unpack(fields)) end
+  redis.call('HSET', Q.cfg, 'created', int(now))
+  if redis.call('SADD', Q.reg, short_name(name)) == 1 then count(Q, 'q', 1) end
+end
+
 
 -- RFC 0008 orders for our next message on a thread of one connection: records the highest
 -- sender_order the peer used on the thread, counts ours, and keeps the connection's thread

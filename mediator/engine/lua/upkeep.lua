@@ -6,11 +6,16 @@
 -- ARGV[3] ms after which an outbox entry counts as abandoned
 -- ARGV[4] the namespace's default settings (msgpack map, or '')
 -- Returns {1, now, next_due or -1, promoted, purged, <packed outbox entries>...}
---         {-1}  no such queue (its schedule entry is dropped)
+--         {-1}  no such queue (its schedule entry is dropped, and what it left behind
+--               reaped: see reap in _lib.lua; again at the next tick if there is more)
 local Q = queue_keys(KEYS, 1)
 local name, limit, grace = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not exists(Q) then
-  redis.call('ZREM', Q.due, name)
+  if has_leftovers(Q) and not reap(Q, name, now_ms(), limit) then
+    redis.call('ZADD', Q.due, int(now_ms()), name)
+  else
+    redis.call('ZREM', Q.due, name)
+  end
   return {-1}
 end
 local ret_ms = tonumber(settings(Q, defaults_of(ARGV[4]), {'ret'}).ret) * 1000
