@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mediator.cluster.drain import Drain
 from mediator.ops.metrics import Metrics
+from mediator.randomness import random_bytes
 
 log = logging.getLogger("mediator.access")
 
@@ -42,7 +42,7 @@ class RequestLog:
         for name, value in scope["headers"]:
             if name == b"x-request-id":
                 request_id = value.decode(errors="replace")[:64]
-        request_id = request_id or os.urandom(8).hex()
+        request_id = request_id or random_bytes(8).hex()
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
