@@ -40,6 +40,7 @@ from mediator.storage.target import Mode
 from mediator.transport import routes as didcomm_routes
 from mediator.transport.http import DidcommHttp
 from mediator.transport.inbound import Pipeline
+from mediator.transport.websocket import DidcommSocket
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             Route("/openapi.json", openapi_json),
         ],
         middleware=[
+            Middleware(DidcommSocket),
             Middleware(RequestLog, metrics=metrics_, drain=drain),
             Middleware(DidcommHttp),
         ],

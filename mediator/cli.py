@@ -65,6 +65,7 @@ def serve(**options: Any) -> None:
     from mediator.embedded import EmbeddedServer
     from mediator.ops import logs
     from mediator.storage.target import parse as parse_redis_url
+    from mediator.transport.socket_protocol import LeanWebSocketProtocol
 
     settings = _build(options)
     logs.configure(settings.log_level, settings.resolved_node_id)
@@ -89,6 +90,7 @@ def serve(**options: Any) -> None:
                 port=settings.port,
                 loop="uvloop",
                 http="httptools",
+                ws=LeanWebSocketProtocol,
                 log_config=None,
                 access_log=False,
                 timeout_graceful_shutdown=10,

@@ -39,8 +39,8 @@ from mediator.engine.keys import Legacy
 from mediator.engine.model import LIMIT_FIELDS, QueueConfig
 from mediator.engine.scripts import Scripts
 from mediator.errors import ConfigError
+from mediator.mediation import record as rec
 from mediator.mediation.keymaps import raw_key
-from mediator.mediation.store import KEY_FIELD
 from mediator.storage.clients import Backend
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,18 @@ QUEUE_DATA = {
     "dlqout": "outbox",
     "refs": "refs",
 }
-# Connection record fields kept (the rest, `ok`, `did`, `label`, `inv`, is not stored).
-RECORD_FIELDS = ("hs", "hs_ms", "proto", "thid", "svc", "state", "state_ms", "xp", "pa")
+# Connection record fields kept, and their layout-2 names (mediator/mediation/record.py);
+# `ok`, `did`, `label` and `inv` are not kept.
+RECORD_FIELDS = {
+    "hs": rec.HANDSHAKE,
+    "hs_ms": rec.HANDSHAKE_MS,
+    "proto": rec.PROTOCOL,
+    "thid": rec.THREAD,
+    "svc": rec.SERVICES,
+    "state": rec.MEDIATION,
+    "xp": rec.EXPLICIT,
+    "pa": rec.PUSH_ATTEMPTS,
+}
 SETTINGS = ("ret", "vt", "dly", "mr", "dlq", *LIMIT_FIELDS, "wq")
 GLOBAL_PREFIXES = ("mq:registry:", "mq:due:", "mq:lease:", "mq:stats:", "mq:moved-exp:")
 
@@ -288,13 +298,19 @@ class Migration:
             if not raw:
                 continue
             record = {_text(k): _text(v) for k, v in raw.items()}
-            fields = {k: v for k, v in record.items() if k in RECORD_FIELDS}
-            if fields.get("svc") == "[]":
-                del fields["svc"]
-            if fields.get("hs") == "completed":
-                fields.pop("thid", None)
+            fields: dict[str | bytes, str] = {
+                RECORD_FIELDS[k]: rec.CODES.get(v, v) if k in ("hs", "state") else v
+                for k, v in record.items()
+                if k in RECORD_FIELDS
+            }
+            if fields.get(rec.SERVICES) == "[]":
+                del fields[rec.SERVICES]
+            if record.get("hs") == rec.COMPLETED:
+                fields.pop(rec.THREAD, None)
+            if record.get("state") == rec.DENIED and "state_ms" in record:
+                fields[rec.DENIED_MS] = record["state_ms"]
             for key in keylist:
-                fields[KEY_FIELD + _text(key)] = ""
+                fields[rec.KEY + raw_key(_text(key))] = ""
             ck = keys.connection_keys(verkey)
             write.hset(ck.record, mapping=fields)  # type: ignore[arg-type]
             if int(ttl) > 0:
@@ -340,7 +356,7 @@ class Migration:
                 write.set(keys.our_key_pending(key), peer, px=ttl)
             else:
                 raw = raw_key(key)
-                write.hset(keys.ours_bucket(raw), raw, peer)
+                write.hset(keys.ours_bucket(raw), raw, raw_key(_text(peer)))
             write.delete(Legacy.ours(key))
             self.report.our_keys += 1
         await write.execute()

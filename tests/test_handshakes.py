@@ -457,6 +457,6 @@ async def test_connections_without_mediation_expire_and_a_grant_keeps_them(
     # Kept for good: the record loses its expiry, our key moves into the key map's buckets.
     raw = base58.b58decode(wallet.mediator)
     assert r.ttl(record) == -1 and not r.exists(pending)
-    assert r.hget(keys.ours_bucket(raw), raw) == wallet.verkey.encode()
+    assert r.hget(keys.ours_bucket(raw), raw) == base58.b58decode(wallet.verkey)
     r.close()
     await wallet.close()

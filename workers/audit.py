@@ -84,8 +84,10 @@ class Audit:
             keys.shard_registry(shard, namespace), cursor.scan, count=PAGE
         )
         done = EMPTY_STEP
-        if names:
-            done = max(1, await self._page(shard, namespace, [_text(n) for n in names]))
+        # A small set (a listpack) answers SSCAN whole: checked PAGE names per script call.
+        found = [_text(n) for n in names]
+        for start in range(0, len(found), PAGE):
+            done += await self._page(shard, namespace, found[start : start + PAGE])
         cursor.scan = int(scan)
         if cursor.scan == 0:  # this registry is done: the next namespace, or shard
             cursor.namespace += 1

@@ -12,8 +12,9 @@ Nothing renews holds one by one on a timer:
   `MEDIATOR_LIVE_RECHECK_SECONDS` anyway: the entry lives three times that, and is garbage
   collected by its expiry once its socket is gone.
 
-So 20,000 idle live sockets cost Redis one script call per socket per recheck and one
-command per node every few seconds, not one command per socket per heartbeat.
+So 20,000 idle live sockets cost Redis one script call per socket per recheck (every five
+minutes by default: 67 a second) and one command per node every few seconds, not one
+command per socket per heartbeat.
 
 A second socket for the same recipient, on any node, claims the entry and so takes over:
 the node of the previous holder hears `takeover` on its own channel and stops that

@@ -185,10 +185,15 @@ class Engine(RecipientQueues):
         raise QueueInUse(ref.name, [])  # new users kept appearing while we detached them
 
     async def get_queue(self, ref: QueueRef) -> QueueInfo:
-        fields = await self.redis.hgetall(keys.queue_keys(ref.qualified).cfg)
-        if b"created" not in fields:
+        fields = await self._queue_fields(keys.queue_keys(ref.qualified).cfg)
+        if "created" not in fields:
             raise QueueNotFound(ref.name)
         return self._info(ref, fields)
+
+    async def _queue_fields(self, cfg: str) -> dict[str, str]:
+        """The queue's own fields of its config hash (a DIDComm record holds others too)."""
+        values = await self.redis.hmget(cfg, list(QUEUE_FIELDS))
+        return {k: _s(v) for k, v in zip(QUEUE_FIELDS, values, strict=True) if v is not None}
 
     async def queue_exists(self, ref: QueueRef) -> bool:
         return bool(await self.redis.hexists(keys.queue_keys(ref.qualified).cfg, "created"))
@@ -204,13 +209,13 @@ class Engine(RecipientQueues):
         names = [_s(n) for n in await self.redis.zrange(keys.mqs_names(), start, stop)]
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
-            pipe.hgetall(keys.queue_keys(QueueRef(namespace, name).qualified).cfg)
-        rows = await pipe.execute()
-        return [
-            self._info(QueueRef(namespace, name), fields)
-            for name, fields in zip(names, rows, strict=True)
-            if b"created" in fields
-        ]
+            pipe.hmget(keys.queue_keys(QueueRef(namespace, name).qualified).cfg, QUEUE_FIELDS)
+        infos = []
+        for name, values in zip(names, await pipe.execute(), strict=True):
+            fields = {k: _s(v) for k, v in zip(QUEUE_FIELDS, values, strict=True) if v}
+            if "created" in fields:
+                infos.append(self._info(QueueRef(namespace, name), fields))
+        return infos
 
     async def stats(self, ref: QueueRef) -> QueueStats:
         qk = keys.queue_keys(ref.qualified)
@@ -543,8 +548,7 @@ class Engine(RecipientQueues):
             return await self.scripts.call(name, script_keys, args), None
         return await self.confirmed.script(name, script_keys, args)
 
-    def _info(self, ref: QueueRef, raw: dict[Any, Any]) -> QueueInfo:
-        fields = {_s(k): _s(v) for k, v in raw.items()}
+    def _info(self, ref: QueueRef, fields: dict[str, str]) -> QueueInfo:
         config = QueueConfig.from_fields(fields, self.defaults.get(ref.namespace), ref.namespace)
         return QueueInfo(name=ref.name, config=config, created_ms=int(fields["created"]))
 

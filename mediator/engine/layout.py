@@ -42,8 +42,12 @@ async def ensure(redis: RedisClient) -> None:
             "and worker of the old version, run `mediator migrate --redis-url URL`, then start "
             "this version (docs/upgrading.md)"
         )
+    # One transaction on one key: a process starting beside this one never reads it half
+    # written (it sees all the fields or none).
+    pipe = redis.pipeline(transaction=True)
     for name, value in current().items():
-        await redis.hsetnx(keys.layout(), name, value)
+        pipe.hsetnx(keys.layout(), name, value)
+    await pipe.execute()
 
 
 async def write(redis: RedisClient) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable, Iterator
 
 from redis.asyncio import Redis
@@ -36,7 +35,7 @@ class WakeHub:
     def __init__(self, make_client: Callable[[], Redis], channel: str) -> None:
         self._make_client = make_client
         self.channel = channel
-        self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}  # lists: a deque is 600 B
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         self._task: asyncio.Task[None] | None = None
         self._listeners: dict[str, Handler] = {}  # broadcast channels
@@ -71,7 +70,7 @@ class WakeHub:
     def waiting(self, queue: str) -> Iterator[asyncio.Future[None]]:
         """Register a waiter before reading the queue, so no wake-up falls in between."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiters = self._waiters.setdefault(queue, deque())
+        waiters = self._waiters.setdefault(queue, [])
         waiters.append(fut)
         try:
             yield fut

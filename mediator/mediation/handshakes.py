@@ -14,18 +14,20 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from base58 import b58encode
+
 from mediator.didcomm.did_doc import Service
 from mediator.didcomm.invitation import invitation_urls, multi_use_id
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
+from mediator.mediation import record as rec
 from mediator.mediation.keymaps import raw_key
+from mediator.mediation.record import COMPLETED, RESPONDED
 from mediator.settings import Settings
 from mediator.storage.clients import RedisClient
 
-RESPONDED = "responded"
-COMPLETED = "completed"
-SERVICES_FIELD = "svc"  # the record field naming a connection's push endpoints (JSON)
+__all__ = ["COMPLETED", "RESPONDED", "Handshake", "HandshakeBook"]
 
 
 def _text(value: bytes | str) -> str:
@@ -82,17 +84,17 @@ class HandshakeBook:
         label: a granted recipient's record is a small hash (`docs/engine.md`, Memory)."""
         await self.redis.set(keys.our_key_pending(ours), handshake.verkey, ex=ttl)
         fields = {
-            "hs": RESPONDED,
-            "proto": handshake.protocol,
-            "thid": handshake.thid,
+            rec.HANDSHAKE: rec.CODES[RESPONDED],
+            rec.PROTOCOL: handshake.protocol,
+            rec.THREAD: handshake.thid,
         }
         if handshake.services:
-            fields[SERVICES_FIELD] = services_json(handshake.services)
+            fields[rec.SERVICES] = services_json(handshake.services)
         flat = [item for pair in fields.items() for item in pair]
         created = await self.scripts.call(
             "connection_create",
             [keys.connection_keys(handshake.verkey).record],
-            [now_ms, ttl, *flat],
+            [now_ms, ttl, rec.HANDSHAKE, rec.HANDSHAKE_MS, rec.MEDIATION, *flat],
         )
         return bool(int(created))
 
@@ -101,7 +103,7 @@ class HandshakeBook:
         expiry, and our key on it moves into the key map's buckets."""
         raw = raw_key(ours)
         await self.redis.persist(keys.connection_keys(verkey).record)
-        await self.redis.hset(keys.ours_bucket(raw), raw, verkey)
+        await self.redis.hset(keys.ours_bucket(raw), raw, raw_key(verkey))
         await self.redis.delete(keys.our_key_pending(ours))
 
     async def peers_of(self, ours: list[str]) -> dict[str, str]:
@@ -116,21 +118,24 @@ class HandshakeBook:
         answers = await pipe.execute()
         found = {}
         for i, verkey in enumerate(ours):
-            peer = answers[2 * i] or answers[2 * i + 1]
-            if peer is not None:
-                found[verkey] = _text(peer)
+            kept, pending = answers[2 * i], answers[2 * i + 1]
+            if kept is not None:  # the buckets hold the peer's raw key
+                found[verkey] = b58encode(kept).decode()
+            elif pending is not None:
+                found[verkey] = _text(pending)
         return found
 
     async def complete(self, verkey: str) -> None:
         """The handshake is over: its thread is no longer needed."""
-        pipe = self.redis.pipeline(transaction=True)
+        # Not a transaction: on a cluster redis-py runs those in a thread per command.
+        pipe = self.redis.pipeline(transaction=False)
         record = keys.connection_keys(verkey).record
-        pipe.hset(record, "hs", COMPLETED)
-        pipe.hdel(record, "thid")
+        pipe.hset(record, rec.HANDSHAKE, rec.CODES[COMPLETED])
+        pipe.hdel(record, rec.THREAD)
         await pipe.execute()
 
     async def thread_of(self, verkey: str) -> str | None:
-        value = await self.redis.hget(keys.connection_keys(verkey).record, "thid")
+        value = await self.redis.hget(keys.connection_keys(verkey).record, rec.THREAD)
         return None if value is None else _text(value)
 
     async def invitation(self, identity: KeyPair, settings: Settings) -> dict[str, Any]:

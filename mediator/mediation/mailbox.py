@@ -25,14 +25,15 @@ from mediator.engine.model import (
     SendMessage,
 )
 from mediator.errors import QueueExists, QueueNotFound
-from mediator.mediation.handshakes import SERVICES_FIELD
+from mediator.mediation import record as rec
 from mediator.mediation.keymaps import raw_key
 from mediator.mediation.limits import QueueLimits
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 
-ENVELOPE_TYPE = "application/didcomm-envelope-enc"
+# Every message of a mailbox is an encrypted envelope: its content type is not stored with
+# each (32 bytes a message), and is empty in the queue.
 
 
 def queue_of(connection: str) -> QueueRef:
@@ -101,7 +102,7 @@ class Mailbox:
         """Queue one message; `confirm` (a sender's forward) waits for the replicas or fsyncs
         the settings ask for, where our own queued replies do not."""
         ref = queue_of(connection)
-        message = [SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)]
+        message = [SendMessage(body=envelope, content_type="", trace_id=recipient_key)]
         # The queue was made at the grant; it is made again here should it be gone.
         result = await self.engine.send(ref, message, create_with=self.defaults, confirm=confirm)
         return result.message_ids[0]
@@ -112,14 +113,14 @@ class Mailbox:
         """Queue a forwarded message for whichever connection registered `recipient_key`;
         None when none did. One script call where the deployment allows it, else the route
         (cached per node) and then the send."""
-        message = SendMessage(body=envelope, content_type=ENVELOPE_TYPE, trace_id=recipient_key)
+        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key)
         if self.routed:
             raw = raw_key(recipient_key)
             done = await self.engine.send_routed(
                 keys.routes_bucket(raw),
                 raw,
                 message,
-                report_field=SERVICES_FIELD,
+                report_field=rec.SERVICES,
                 confirm=confirm,
             )
             if done is None:

@@ -26,6 +26,7 @@ from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
 from mediator.engine.model import ReceivedMessage
+from mediator.mediation import record as rec
 from mediator.mediation.mailbox import Mailbox, queue_of
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
@@ -144,7 +145,7 @@ class Pusher:
                     continue
                 self._count("failed")
                 await self.mailbox.release(connection, [m.message_id for m in messages[i:]])
-                attempts = int(await self.redis.hincrby(record, "pa", 1))
+                attempts = int(await self.redis.hincrby(record, rec.PUSH_ATTEMPTS, 1))
                 delay = min(
                     self.settings.push_retry_max_seconds,
                     self.settings.push_retry_min_seconds * 2 ** min(attempts - 1, 30),
@@ -159,7 +160,7 @@ class Pusher:
                 return False
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(*_schedule_entry(connection))
-        pipe.hdel(record, "pa")
+        pipe.hdel(record, rec.PUSH_ATTEMPTS)
         await pipe.execute()
         return True
 

@@ -16,16 +16,18 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from base58 import b58encode
+
 from mediator.didcomm.did_doc import Service
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
-from mediator.mediation.handshakes import SERVICES_FIELD, services_from_json
+from mediator.mediation import record as rec
+from mediator.mediation.handshakes import services_from_json
 from mediator.mediation.keymaps import raw_key
+from mediator.mediation.record import DENIED, GRANTED
 from mediator.storage.clients import RedisClient
 
-GRANTED = "granted"
-DENIED = "denied"
-KEY_FIELD = "k:"  # + recipient key: a keylist entry in the connection's record
+__all__ = ["DENIED", "GRANTED", "Connection", "MediationStore", "RouteCache"]
 
 
 def _s(value: bytes | str) -> str:
@@ -91,27 +93,34 @@ class MediationStore:
 
     async def connection(self, verkey: str) -> Connection:
         fields = await self.redis.hmget(
-            keys.connection_keys(verkey).record, ["state", "xp", "hs", SERVICES_FIELD]
+            keys.connection_keys(verkey).record,
+            [rec.MEDIATION, rec.EXPLICIT, rec.HANDSHAKE, rec.SERVICES],
         )
         state, xp, hs, svc = fields
         return Connection(
             verkey=verkey,
-            state=None if state is None else _s(state),
+            state=rec.state_of(rec.MEDIATION, state),
             explicit_pickup=bool(xp),
-            handshake=None if hs is None else _s(hs),
+            handshake=rec.state_of(rec.HANDSHAKE, hs),
             push=services_from_json(svc),
         )
 
     async def has_handshake(self, verkey: str) -> bool:
-        return bool(await self.redis.hexists(keys.connection_keys(verkey).record, "hs"))
+        return bool(await self.redis.hexists(keys.connection_keys(verkey).record, rec.HANDSHAKE))
 
     async def set_state(self, verkey: str, state: str, now_ms: int) -> None:
-        await self.redis.hset(
-            keys.connection_keys(verkey).record, mapping={"state": state, "state_ms": now_ms}
-        )
+        """Granted or denied; a grant's time is its queue's creation, a denial's is kept."""
+        record = keys.connection_keys(verkey).record
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(record, rec.MEDIATION, rec.CODES[state])
+        if state == DENIED:
+            pipe.hset(record, rec.DENIED_MS, now_ms)
+        else:
+            pipe.hdel(record, rec.DENIED_MS)
+        await pipe.execute()
 
     async def mark_explicit_pickup(self, verkey: str) -> None:
-        await self.redis.hset(keys.connection_keys(verkey).record, "xp", "1")
+        await self.redis.hset(keys.connection_keys(verkey).record, rec.EXPLICIT, "1")
 
     async def add_key(self, connection: str, key: str) -> str:
         """Register `key` for `connection`: success, no_change, or client_error (taken)."""
@@ -121,13 +130,13 @@ class MediationStore:
         )
         if routed < 0:
             return "client_error"
-        added = await self.redis.hset(keys.connection_keys(connection).record, KEY_FIELD + key, "")
+        added = await self.redis.hset(keys.connection_keys(connection).record, rec.KEY + raw, "")
         return "success" if routed or added else "no_change"
 
     async def remove_key(self, connection: str, key: str) -> str:
         """Unregister `key`: success, or no_change when this connection does not hold it."""
-        removed = await self.redis.hdel(keys.connection_keys(connection).record, KEY_FIELD + key)
         raw = raw_key(key)
+        removed = await self.redis.hdel(keys.connection_keys(connection).record, rec.KEY + raw)
         released = int(
             await self.scripts.call(
                 "route", [keys.routes_bucket(raw)], ["release", raw, connection]
@@ -141,8 +150,10 @@ class MediationStore:
     async def keylist(self, connection: str, offset: int, limit: int) -> tuple[list[str], int]:
         """One page of a connection's keys in name order, and how many it has in all."""
         record = await self.redis.hgetall(keys.connection_keys(connection).record)
-        fields = (_s(f) for f in record)
-        registered = sorted(f[len(KEY_FIELD) :] for f in fields if f.startswith(KEY_FIELD))
+        fields = (f if isinstance(f, bytes) else f.encode() for f in record)
+        registered = sorted(
+            b58encode(f[len(rec.KEY) :]).decode() for f in fields if f.startswith(rec.KEY)
+        )
         if limit <= 0:
             return [], len(registered)
         return registered[offset : offset + limit], len(registered)

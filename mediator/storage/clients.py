@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
@@ -77,6 +77,14 @@ SUBSCRIBER_OPTIONS: dict[str, Any] = {
 }
 
 
+# Connections per process to a server (per node of a cluster). A single server's pool makes a
+# burst wait for a free one; Sentinel's and a cluster's pools (redis-py has no waiting kind
+# for them) refuse beyond it, so they are given room for bursts of reconnecting wallets.
+MAX_CONNECTIONS = 128
+MAX_CONNECTIONS_REFUSING = 1024
+POOL_WAIT_SECONDS = 5.0
+
+
 def _no_retry() -> Retry:
     return Retry(NoBackoff(), 0)
 
@@ -85,7 +93,9 @@ class Backend:
     """How a process reaches Redis: a command client, subscriber clients, and clients pinned
     to the primary of one key's slot (WAIT must run on the connection that wrote)."""
 
-    def __init__(self, target: RedisTarget | str, *, max_connections: int = 64) -> None:
+    def __init__(
+        self, target: RedisTarget | str, *, max_connections: int = MAX_CONNECTIONS
+    ) -> None:
         self.target = parse(target) if isinstance(target, str) else target
         self.mode = self.target.mode
         self._max_connections = max_connections
@@ -128,20 +138,24 @@ class Backend:
     def _command_client(self) -> RedisClient:
         t = self.target
         if t.mode is Mode.STANDALONE:
-            return Redis.from_url(
+            # A burst wants more connections than the pool holds: it waits for one (up to
+            # POOL_WAIT_SECONDS) rather than failing the request.
+            pool = BlockingConnectionPool.from_url(
                 t.url,
                 max_connections=self._max_connections,
+                timeout=POOL_WAIT_SECONDS,
                 retry=_no_retry(),
                 **self._packing(CONNECTION_CLASS),
                 **COMMAND_OPTIONS,
             )
+            return Redis(connection_pool=pool, retry=_no_retry())
         if t.mode is Mode.SENTINEL:
             return cast(
                 Redis,
                 self._sentinels().master_for(
                     t.service,
                     **self._packing(SENTINEL_CONNECTION_CLASS),
-                    max_connections=self._max_connections,
+                    max_connections=self._refusing_limit,
                     retry=_no_retry(),
                     db=t.db,
                     **self._auth(),
@@ -150,11 +164,18 @@ class Backend:
             )
         return RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in t.hosts],
-            max_connections=self._max_connections,
+            max_connections=self._refusing_limit,
             retry=_no_retry(),
             **self._auth(),
             **COMMAND_OPTIONS,
         )
+
+    @property
+    def _refusing_limit(self) -> int:
+        """The limit of a pool that refuses beyond it (see MAX_CONNECTIONS_REFUSING)."""
+        if self._max_connections == MAX_CONNECTIONS:
+            return MAX_CONNECTIONS_REFUSING
+        return self._max_connections
 
     def _sentinels(self) -> Sentinel:
         if self._sentinel is None:

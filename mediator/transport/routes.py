@@ -1,13 +1,13 @@
-"""The DIDComm routes: `POST /`, the WebSocket at `/`, and `GET /invitation`."""
+"""The DIDComm routes: `POST /` and `GET /invitation` (the WebSocket at `/` is
+`websocket.DidcommSocket`, a middleware)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route
 
 from mediator.transport.http import post_only
-from mediator.transport.websocket import didcomm_websocket
 
 
 async def get_invitation(request: Request) -> Response:
@@ -20,6 +20,5 @@ async def get_invitation(request: Request) -> Response:
 
 routes: list[BaseRoute] = [
     Route("/", post_only, methods=["POST"]),
-    WebSocketRoute("/", didcomm_websocket),
     Route("/invitation", get_invitation, methods=["GET"]),
 ]

@@ -1,0 +1,51 @@
+"""A connection's record: the fields of its queue's config hash that say who it is.
+
+A million recipients keep one each, so names and values are short, and a value an idle
+recipient always has fits a small listpack (docs/engine.md, Memory). What each field means:
+
+    h    handshake state: r (responded) or c (completed)
+    ht   when the handshake was recorded (ms)
+    p    the handshake protocol, e.g. didexchange/1.1
+    th   the handshake's thread, until it completes
+    s    push endpoints (JSON), when it has any
+    m    mediation: g (granted) or d (denied); the grant's time is the queue's `created`
+    mt   when mediation was denied (ms)
+    x    it fetches explicitly (it has spoken a pickup or queue protocol)
+    pa   failed push attempts in a row
+    k:<32 raw bytes>   a registered recipient key (its keylist)
+
+None of these names is a queue field (mediator/engine/model.py QUEUE_FIELDS).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+HANDSHAKE: Final = "h"
+HANDSHAKE_MS: Final = "ht"
+PROTOCOL: Final = "p"
+THREAD: Final = "th"
+SERVICES: Final = "s"
+MEDIATION: Final = "m"
+DENIED_MS: Final = "mt"
+EXPLICIT: Final = "x"
+PUSH_ATTEMPTS: Final = "pa"
+KEY: Final = b"k:"  # + the recipient key's raw bytes
+
+# What the code calls the states, and how the record writes them.
+RESPONDED: Final = "responded"
+COMPLETED: Final = "completed"
+GRANTED: Final = "granted"
+DENIED: Final = "denied"
+CODES: Final = {RESPONDED: "r", COMPLETED: "c", GRANTED: "g", DENIED: "d"}
+_NAMES: Final = {(HANDSHAKE, v): k for k, v in CODES.items() if k in (RESPONDED, COMPLETED)} | {
+    (MEDIATION, v): k for k, v in CODES.items() if k in (GRANTED, DENIED)
+}
+
+
+def state_of(field: str, code: bytes | str | None) -> str | None:
+    """The state a field's code stands for (None when absent)."""
+    if code is None:
+        return None
+    text = code.decode() if isinstance(code, bytes) else code
+    return _NAMES.get((field, text), text)
