@@ -718,7 +718,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile",
         action="store_true",
         help="py-spy, summed by library: on node1 after the idle window, on node2 after the "
-        "sockets' window, and on node1 during one more forward block of each side",
+        "sockets' window, on node1 during one more forward block of each side, and on node2 "
+        "during more live deliveries after the measured ones",
     )
     parser.add_argument(
         "--profile-seconds", type=float, default=20.0, help="length of each profile (20)"

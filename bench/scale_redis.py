@@ -10,12 +10,14 @@ import hashlib
 import os
 import random
 import statistics
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from bulk_load import Plan
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from mediator.engine import keys
 from mediator.engine.scripts import NAMES, sha, source
@@ -46,6 +48,21 @@ async def used_memory(redis: Redis, settle: float = SETTLE_S) -> dict[str, int]:
     for name in ("used_memory", "used_memory_dataset", "mem_clients_normal", "used_memory_rss"):
         out[name] = int(statistics.median(int(r.get(name, 0)) for r in readings))
     return out
+
+
+async def rewrite_aof(redis: Redis) -> float:
+    """Rewrite the append-only file now and wait for it (seconds taken): a rewrite forks the
+    server, and one that starts in a measured block (the load grew the file past its
+    auto-rewrite size) slows every write to a page not yet copied."""
+    started = time.monotonic()
+    with contextlib.suppress(ResponseError):  # one already under way: wait for it
+        await redis.bgrewriteaof()
+    for _ in range(2400):
+        info = await redis.info("persistence")
+        if not int(info["aof_rewrite_in_progress"]) and not int(info["aof_rewrite_scheduled"]):
+            break
+        await asyncio.sleep(0.25)
+    return time.monotonic() - started
 
 
 # --------------------------------------------------------------------------- by key shape

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from bulk_load import Plan
-from cluster_probes import CpuMeter, fmt_cpu, open_loop
+from cluster_probes import CpuMeter, LiveSockets, fmt_cpu, open_loop
 from loadgen import (
     Connection,
     Operation,
@@ -54,6 +54,7 @@ from scale_redis import (
     fmt_top_level,
     process_rates,
     rates,
+    rewrite_aof,
     top_level,
 )
 
@@ -180,6 +181,8 @@ class TrafficWorkloads:
                 rotating_blocks[tag] = [forward(plan, i, content)[0] for i in idx]
             return rotating_blocks[tag]
 
+        assert self.redis is not None
+        progress(f"forwards: AOF rewritten first, in {await rewrite_aof(self.redis):.0f} s")
         latencies: dict[str, list[float]] = {}
         anchor = self.anchor_side()
         spread, used = self.forward_side("forward-distinct", distinct, latencies)
@@ -375,6 +378,25 @@ class TrafficWorkloads:
 
     # ------------------------------------------------------------------ live
 
+    async def _profile_live(
+        self, sockets: LiveSockets, conns: list[Connection], idx: list[int]
+    ) -> dict[str, Any]:
+        """py-spy on node2 during --profile-seconds more of the same traffic, after the
+        measured window."""
+        assert self.node2 is not None
+        args, plan = self.args, self.plan
+        length = inner_content_length(plan)
+        count = max(1, int(args.live_rate * args.profile_seconds))
+        packed = [
+            forward(plan, idx[k % len(idx)], {"@type": BASIC, "content": "y" * length})
+            for k in range(count)
+        ]
+        sockets.expect([tag for _, tag in packed])
+        spy = asyncio.create_task(self.profile("live-node2", self.node2.pid))
+        await open_loop(conns, [raw for raw, _ in packed], args.live_rate)
+        await sockets.settle(None, 10.0)
+        return await spy
+
     async def phase_live(self) -> None:
         """A few live recipients on node2, forwards POSTed to node1 at --live-rate: node2's
         CPU per message delivered (and acknowledged)."""
@@ -408,11 +430,12 @@ class TrafficWorkloads:
                 cpu1 = proc_cpu_seconds(self.node2.pid)
                 window = time.perf_counter() - t0
                 shares = meter.shares()
+                delivered = len(tally.arrived)
+                profile = await self._profile_live(sockets, conns, idx) if args.profile else None
             finally:
                 await close_connections(conns)
         finally:
             await sockets.close()
-        delivered = len(tally.arrived)
         cpu = cpu1 - cpu0
         per = cpu / max(delivered, 1) * 1000
         net = (cpu - baseline * window) / max(delivered, 1) * 1000
@@ -433,6 +456,8 @@ class TrafficWorkloads:
             "answer_to_frame_ms": _dist(latency) if latency else None,
             "send_errors": run.errors[:5],
         }
+        if profile is not None:
+            self.results["live"]["profile"] = profile
         status = self.judge("live_cpu_ms", "CPU per live delivery", f"{per:.2f} ms", per)
         self.emit(
             f"live deliveries at {args.live_rate:g}/s (forwards answered by node1, delivered by "
