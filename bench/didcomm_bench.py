@@ -43,14 +43,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import mqs_bench
@@ -69,9 +67,9 @@ from mqs_bench import (
     BenchError,
     Side,
     _dist,
+    finish,
     fmt_rate,
     percentile,
-    print_summary,
     progress,
     verdict,
 )
@@ -526,16 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    print_summary(bench)
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"didcomm-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(f"\nresults written to {path}")
-    if bench.errors:
-        print("errors during the run:", *bench.errors, sep="\n  ", file=sys.stderr)
-        return 1
-    return 0
+    return finish(bench, report, "didcomm")
 
 
 if __name__ == "__main__":

@@ -1382,14 +1382,17 @@ async def amain(args: argparse.Namespace) -> tuple[Bench, dict[str, Any]]:
     return bench, report
 
 
-def finish(bench: Bench, report: dict[str, Any]) -> int:
+def finish(bench: Bench, report: dict[str, Any], prefix: str = "mqs") -> int:
+    """The summary, the report as <output-dir>/<prefix>-<time>.json, and the exit status:
+    1 when errors happened during the run."""
     print_summary(bench)
     out_dir = Path(bench.args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"mqs-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.json"
+    path = out_dir / f"{prefix}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(f"\nresults written to {path}")
-    if report["server_log_lines"]:
+    took = f" (run took {report['seconds'] / 60:.1f} min)" if "seconds" in report else ""
+    print(f"\nresults written to {path}{took}")
+    if report.get("server_log_lines"):
         print(f"note: the servers logged {len(report['server_log_lines'])} lines (see the JSON)")
     if bench.errors:
         print("errors during the run:", *bench.errors, sep="\n  ", file=sys.stderr)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import platform
 import signal
@@ -54,7 +53,16 @@ import profiling
 from bulk_load import MEDIATOR_SEED, Plan, load
 from cluster_probes import CpuMeter
 from loadgen import Connection, build_request
-from mqs_bench import HOST, Bench, BenchError, Proc, fmt_rate, pinned, print_summary, progress
+from mqs_bench import (
+    HOST,
+    Bench,
+    BenchError,
+    Proc,
+    finish,
+    fmt_rate,
+    pinned,
+    progress,
+)
 from redis.asyncio import Redis
 from scale_redis import (
     balance,
@@ -807,16 +815,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    print_summary(bench)
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"scale-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(f"\nresults written to {path} (run took {report['seconds'] / 60:.1f} min)")
-    if bench.errors:
-        print("errors during the run:", *bench.errors, sep="\n  ", file=sys.stderr)
-        return 1
-    return 0
+    return finish(bench, report, "scale")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,7 @@ recipients against 8 and against the anchor, a fleet of idle live sockets, and l
 deliveries at a fixed rate. Mixed into ScaleBench, which provides the servers.
 
 Recipients are taken from separate ranges of the plan's indexes, so no part meets another's
-state: the sockets' recipients first, then 8 per forward block for the rotating side, then
-the live recipients, and the distinct forwards' recipients drawn at random from the rest."""
+state: the sockets' recipients first, then the rotating side's 8, then the live recipients, and the distinct forwards' recipients drawn at random from the rest."""
 
 from __future__ import annotations
 
@@ -112,7 +111,7 @@ class TrafficWorkloads:
         """Index ranges of the parts' recipients (see the module docstring)."""
         a = self.args
         sockets = range(0, a.sockets)
-        rotating = range(sockets.stop, sockets.stop + ROTATING * (a.pairs + 1))
+        rotating = range(sockets.stop, sockets.stop + ROTATING)
         live = range(rotating.stop, rotating.stop + a.live_recipients)
         return {
             "sockets": sockets,
@@ -124,11 +123,10 @@ class TrafficWorkloads:
     # ------------------------------------------------------------------ forwards
 
     def forward_side(
-        self, label: str, requests: Any, latencies: dict[str, list[float]]
+        self, label: str, requests: list[bytes], latencies: dict[str, list[float]]
     ) -> tuple[Side, list[int]]:
-        """Forwards POSTed to node1, each answered 202, timed one by one. `requests`: a
-        list the blocks take from in turn (distinct), or a function of the block's tag
-        giving the few it rotates over."""
+        """Forwards POSTed to node1, each answered 202, timed one by one; the blocks take
+        `requests` in turn (again from the start if a run needs more)."""
         assert self.node1 is not None
         node = self.node1
         perf = time.perf_counter
@@ -136,14 +134,12 @@ class TrafficWorkloads:
 
         async def prepare(tag: str) -> Operation:
             timings = latencies.setdefault(tag, [])
-            pool = requests if isinstance(requests, list) else requests(tag)
-            own = [0] if callable(requests) else cursor
 
             async def op(conn: Connection) -> int:
-                k = own[0]
-                own[0] += 1
+                k = cursor[0]
+                cursor[0] += 1
                 t0 = perf()
-                expect(await conn.request(pool[k % len(pool)]), 202)
+                expect(await conn.request(requests[k % len(requests)]), 202)
                 timings.append(perf() - t0)
                 return 1
 
@@ -160,33 +156,26 @@ class TrafficWorkloads:
         rng = random.Random(11)
         pool = regions["distinct"]
         picked = rng.sample(pool, min(args.forward_envelopes, len(pool)))
-        progress(f"forwards: packing {len(picked):,} forwards to distinct recipients")
+        # The rotating side sends as many different requests, to 8 recipients in turn, so
+        # the two sides differ only in how many recipients they reach.
+        eight = [regions["rotating"].start + k % ROTATING for k in range(len(picked))]
+        progress(
+            f"forwards: packing {len(picked):,} forwards to distinct recipients and as many "
+            f"to {ROTATING}"
+        )
         started = time.monotonic()
         distinct, inner = await asyncio.to_thread(pack_forwards, plan, picked, 2)
+        rotating, _ = await asyncio.to_thread(pack_forwards, plan, eight, 2)
         progress(
             f"forwards: packed in {time.monotonic() - started:.0f} s (inner envelope "
             f"{inner:,} B, request {len(distinct[0]):,} B)"
         )
-        length = inner_content_length(plan)
-        content = {"@type": BASIC, "content": "x" * length}
-        rotating_blocks: dict[str, list[bytes]] = {}
-        turn = [0]
-
-        def eight(tag: str) -> list[bytes]:
-            """A fresh 8 recipients for each block of the rotating side."""
-            if tag not in rotating_blocks:
-                first = regions["rotating"].start + ROTATING * turn[0] % len(regions["rotating"])
-                turn[0] += 1
-                idx = [first + j for j in range(ROTATING)]
-                rotating_blocks[tag] = [forward(plan, i, content)[0] for i in idx]
-            return rotating_blocks[tag]
-
         assert self.redis is not None
         progress(f"forwards: AOF rewritten first, in {await rewrite_aof(self.redis):.0f} s")
         latencies: dict[str, list[float]] = {}
         anchor = self.anchor_side()
         spread, used = self.forward_side("forward-distinct", distinct, latencies)
-        eight_side, _ = self.forward_side("forward-8", eight, latencies)
+        eight_side, _ = self.forward_side("forward-8", rotating, latencies)
         rounds: list[dict[str, Any]] = []
         for r in range(-1, args.pairs):
             seconds = args.warmup if r < 0 else args.seconds

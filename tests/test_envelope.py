@@ -282,6 +282,20 @@ def test_base58_helpers() -> None:
         verkey_to_did_key(b58encode(bytes(31)))
 
 
+def test_base58_round_trips_and_keys_are_their_own_canonical_form() -> None:
+    rng = random.Random(58)
+    samples = [b"", bytes(1), bytes(3), b"\x00\x00\xff", bytes(32), b"\xff" * 32]
+    samples += [bytes(rng.randrange(3)) + rng.randbytes(rng.randrange(1, 40)) for _ in range(500)]
+    for raw in samples:
+        text = b58encode(raw)
+        if text:
+            assert b58decode(text) == raw, raw
+    for _ in range(200):  # a 32-byte key's base58 is already canonical: normalized as is
+        zeros = rng.randrange(2)
+        verkey = b58encode(bytes(zeros) + rng.randbytes(32 - zeros))
+        assert normalize_key(verkey) == verkey == b58encode(b58decode(verkey))
+
+
 # ------------------------------------------------------------- malformed envelopes
 
 

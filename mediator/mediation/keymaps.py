@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from base58 import b58decode
+from mediator.didcomm.keys import b58decode
 
 
 @functools.lru_cache(maxsize=65536)
