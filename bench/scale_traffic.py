@@ -3,7 +3,8 @@ recipients against 8 and against the anchor, a fleet of idle live sockets, and l
 deliveries at a fixed rate. Mixed into ScaleBench, which provides the servers.
 
 Recipients are taken from separate ranges of the plan's indexes, so no part meets another's
-state: the sockets' recipients first, then the rotating side's 8, then the live recipients, and the distinct forwards' recipients drawn at random from the rest."""
+state: the sockets' recipients first, then the rotating side's 8, then the live
+recipients, and the distinct forwards' recipients drawn at random from the rest."""
 
 from __future__ import annotations
 
