@@ -233,6 +233,7 @@ IDLE_COMMANDS = {
     "ZREMRANGEBYSCORE",  # the node's lease: long-gone nodes
     "TIME",
     "SSCAN",  # the audit's pages
+    "HEXISTS",  # the audit's check of the mqs listing, after a pass over partition 0
     "HGET",  # the audit's cursor
     "HSET",  # stats summaries, the audit's cursor
     "HGETALL",  # /metrics reads the summaries
