@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import sys
 import time
@@ -69,6 +68,7 @@ from mqs_bench import (
     _dist,
     finish,
     fmt_rate,
+    machine,
     percentile,
     progress,
     verdict,
@@ -491,13 +491,7 @@ async def amain(args: argparse.Namespace) -> tuple[DidcommBench, dict[str, Any]]
                 "options": {k: v for k, v in vars(args).items() if k != "only"}
                 | {"only": sorted(args.only)},
                 "pinning": vars(bench.pinning),
-                "machine": {
-                    "cpus": os.cpu_count(),
-                    "platform": platform.platform(),
-                    "python": platform.python_version(),
-                    "loadavg_before": loadavg,
-                    "loadavg_after": os.getloadavg(),
-                },
+                "machine": machine(loadavg),
                 "results": bench.results,
                 "lines": bench.lines,
                 "errors": bench.errors,

@@ -1205,15 +1205,7 @@ class Bench:
         return {
             "started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": {
-                "host": platform.node(),
-                "cpus": os.cpu_count(),
-                "affinity": sorted(os.sched_getaffinity(0)),
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-                "loadavg_before": loadavg0,
-                "loadavg_after": os.getloadavg(),
-            },
+            "machine": machine(loadavg0),
             "options": {k: v for k, v in vars(self.args).items() if k != "only"}
             | {"only": sorted(selected)},
             "pinning": asdict(self.pinning),
@@ -1380,6 +1372,19 @@ async def amain(args: argparse.Namespace) -> tuple[Bench, dict[str, Any]]:
     finally:
         await bench.stop()
     return bench, report
+
+
+def machine(loadavg_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a report says of the machine it ran on."""
+    return {
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg_before": loadavg_before,
+        "loadavg_after": os.getloadavg(),
+    }
 
 
 def finish(bench: Bench, report: dict[str, Any], prefix: str = "mqs") -> int:

@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from mqs_bench import (
     Proc,
     finish,
     fmt_rate,
+    machine,
     pinned,
     progress,
 )
@@ -790,13 +790,7 @@ async def amain(args: argparse.Namespace) -> tuple[ScaleBench, dict[str, Any]]:
         | {"only": sorted(args.only)},
         "pinning": asdict(bench.pinning),
         "mediator_key_seed": MEDIATOR_SEED,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "loadavg_before": loadavg,
-            "loadavg_after": os.getloadavg(),
-        },
+        "machine": machine(loadavg),
         "results": bench.results,
         "lines": bench.lines,
         "errors": bench.errors,
