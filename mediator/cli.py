@@ -288,3 +288,12 @@ async def _run_worker(settings: Settings) -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     await backend.aclose()
+
+
+def _add_capacity() -> None:
+    from spark.cli import capacity
+
+    main.add_command(capacity)
+
+
+_add_capacity()

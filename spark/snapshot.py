@@ -1,0 +1,233 @@
+"""The snapshot job: one snapshot of the engine's Redis into the history's three tables.
+
+    mediator capacity snapshot --redis-url URL --out HISTORY_DIR
+    spark-submit spark/snapshot.py --redis-url URL --out HISTORY_DIR
+
+Each table is Parquet under HISTORY_DIR/<table>/, partitioned by `snapshot_date` and
+`snapshot_id` (the snapshot's UTC time, `YYYYMMDDTHHMMSSZ`): several snapshots a day live
+side by side, and a rerun with the same `--snapshot-time` replaces its own partition only
+(dynamic partition overwrite). The servers' INFO is read before the mailboxes, the cluster
+table written last: a snapshot whose cluster rows are missing did not finish.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mediator.engine import keys
+from mediator.errors import ConfigError
+from mediator.mediation.limits import QueueLimits
+from mediator.settings import Settings
+from mediator.storage.target import parse
+from spark import progress, pseudonyms
+from spark.source.reader import ReadPlan
+from spark.source.redis_source import plan_partitions, source_for
+from spark.source.topology import Topology, discover
+from spark.tables.cluster import CLUSTER, book_totals, control_rows
+from spark.tables.columns import PARTITION_COLUMN, SCHEMA_VERSION, Table
+from spark.tables.mailboxes import MAILBOXES
+from spark.tables.servers import SERVERS, server_rows
+
+JOB = "snapshot"
+ID_FORMAT = "%Y%m%dT%H%M%SZ"
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    redis_url: str
+    out: str
+    master: str | None = None
+    read_from: str = "primary"
+    max_commands_per_second: float = 10_000
+    memory_sample_rate: float = 0.01
+    shards_per_partition: int = 64
+    snapshot_time: dt.datetime | None = None
+    hash_key_file: str | None = None
+    driver_memory: str = "2g"
+
+
+@dataclass(frozen=True)
+class SnapshotResult:
+    snapshot_id: str
+    rows: int
+    bytes_written: int
+    seconds: float
+    commands: int
+    peak_partition_rate: int
+    partitions: int
+
+
+def run(options: SnapshotOptions) -> SnapshotResult:
+    started = time.monotonic()
+    if options.read_from not in ("primary", "replica"):
+        raise ConfigError(f"--read-from is primary or replica, not {options.read_from!r}")
+    if not 0 <= options.memory_sample_rate <= 1:
+        raise ConfigError("--memory-sample-rate is a share between 0 and 1")
+    target = parse(options.redis_url)
+    when = (
+        (options.snapshot_time or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(microsecond=0)
+    )
+    snapshot_id = when.strftime(ID_FORMAT)
+
+    progress.phase(JOB, f"discovering the servers of {target.redacted}")
+    topology = discover(target, options.read_from)
+    reading = topology.reading()
+    read = {source.endpoint.address for _, source in reading}
+    progress.phase(
+        JOB,
+        f"{target.mode.value}: {len(topology.primaries)} primaries, "
+        f"{len(topology.servers) - len(topology.primaries)} replicas; reading from "
+        + ", ".join(sorted(read)),
+    )
+    hash_key = _hash_key(topology, options.hash_key_file)
+    now_ms = int(when.timestamp() * 1000)
+    control = control_rows(topology, now_ms)
+    alive = _alive_nodes(topology, now_ms)
+    servers = server_rows(topology, read)
+    if options.read_from == "replica" and read & {p.endpoint.address for p in topology.primaries}:
+        progress.phase(JOB, "a primary has no online replica: its shards are read from it")
+
+    plan = ReadPlan(hash_key, options.memory_sample_rate, frozenset(alive), _defaults())
+    partitions = plan_partitions(
+        topology, plan, rate=options.max_commands_per_second,
+        shards_per_partition=options.shards_per_partition,
+    )  # fmt: skip
+    progress.phase(JOB, f"reading {keys.SHARDS} shards in {len(partitions)} partitions")
+    spark = _session(options)
+    source = source_for(partitions)
+    spark.dataSource.register(source)
+    rows = spark.read.format(source.name()).load().persist()
+    mailboxes = rows.filter(F.col("namespace").isNotNull()).select(*MAILBOXES.names)
+    stats = (
+        rows.filter(F.col("namespace").isNull())
+        .agg(
+            F.sum("partition_commands").alias("commands"),
+            F.max("partition_peak_rate").alias("peak"),
+        )
+        .first()
+    )
+    counts = {r["namespace"]: r["count"] for r in mailboxes.groupBy("namespace").count().collect()}
+    progress.phase(JOB, f"read {sum(counts.values()):,} mailboxes; writing the history")
+    out = options.out.rstrip("/")
+    _write(_keyed(mailboxes, when), MAILBOXES, out)
+    rows.unpersist()
+
+    books = book_totals(topology, options.max_commands_per_second)
+    commands = int(stats["commands"] or 0) + len(servers) * 2 + keys.SHARDS * 2 + 8
+    seconds = time.monotonic() - started
+    lag = [s for s in servers if s["read"] and s["role"] == "replica"]
+    common = {
+        "mode": target.mode.value,
+        **control,
+        "read_from": options.read_from,
+        "memory_sample_rate": options.memory_sample_rate,
+        "replica_lag_seconds": max(
+            (s["replication_lag_seconds"] or 0.0 for s in lag), default=None
+        ),
+        "replica_lag_bytes": max((s["replication_lag_bytes"] or 0 for s in lag), default=None),
+        "commands": commands,
+        "peak_partition_rate": int(stats["peak"] or 0),
+        "duration_seconds": seconds,
+        "hash_key_id": pseudonyms.key_id(hash_key),
+    }
+    cluster = [
+        {"namespace": ns, **books[ns], "rows": counts.get(ns, 0), **common}
+        for ns in keys.NAMESPACES
+    ]
+    _write(_keyed(_frame(spark, SERVERS, servers), when), SERVERS, out)
+    _write(_keyed(_frame(spark, CLUSTER, cluster), when), CLUSTER, out)
+    written = sum(
+        _bytes_under(
+            spark, f"{out}/{t.name}/{PARTITION_COLUMN}={when:%Y-%m-%d}/snapshot_id={snapshot_id}"
+        )
+        for t in (MAILBOXES, SERVERS, CLUSTER)
+    )
+    return SnapshotResult(
+        snapshot_id, sum(counts.values()), written, time.monotonic() - started, commands,
+        int(stats["peak"] or 0), len(partitions),
+    )  # fmt: skip
+
+
+def _session(options: SnapshotOptions) -> SparkSession:
+    from spark.session import start
+
+    return start("mediator capacity snapshot", options.master, driver_memory=options.driver_memory)
+
+
+def _hash_key(topology: Topology, path: str | None) -> bytes:
+    if path:
+        key = Path(path).read_bytes().strip()
+        if len(key) < 16:
+            raise ConfigError(f"{path}: a pseudonym key needs at least 16 bytes")
+        return key
+    client = topology.control()
+    try:
+        seed = client.hget(keys.mediator_identity(), "seed")
+    finally:
+        client.close()
+    if not seed:
+        raise ConfigError(
+            "this deployment has no mediator identity yet (no node has started on it): "
+            "pass --hash-key-file with a secret of at least 16 bytes"
+        )
+    return pseudonyms.derive(bytes(seed))
+
+
+def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
+    client = topology.control()
+    try:
+        return [n.decode() for n in client.zrangebyscore(keys.nodes(), now_ms, "+inf")]
+    finally:
+        client.close()
+
+
+def _defaults() -> dict[str, dict[str, str]]:
+    """The settings DIDComm mailboxes keep out of their hashes: the operator's, from the
+    same MEDIATOR_* environment the nodes read."""
+    settings = Settings()
+    config = QueueLimits.defaults(settings).to_config(settings)
+    return {keys.DIDCOMM_NAMESPACE: config.to_fields(keys.DIDCOMM_NAMESPACE)[0]}
+
+
+def _frame(spark: SparkSession, table: Table, rows: list[dict[str, Any]]) -> DataFrame:
+    return spark.createDataFrame(
+        [[r.get(n) for n in table.names] for r in rows], table.spark_schema
+    )
+
+
+def _keyed(frame: DataFrame, when: dt.datetime) -> DataFrame:
+    return frame.select(
+        F.lit(SCHEMA_VERSION).cast("int").alias("schema_version"),
+        F.lit(when).cast("timestamp").alias("snapshot_time"),
+        *frame.columns,
+        F.lit(when.strftime("%Y-%m-%d")).alias(PARTITION_COLUMN),
+        F.lit(when.strftime(ID_FORMAT)).alias("snapshot_id"),
+    )
+
+
+def _write(frame: DataFrame, table: Table, out: str) -> None:
+    (
+        frame.write.mode("overwrite")
+        .partitionBy(PARTITION_COLUMN, "snapshot_id")
+        .parquet(f"{out}/{table.name}")
+    )
+
+
+def _bytes_under(spark: SparkSession, path: str) -> int:
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return int(fs.getContentSummary(hadoop_path).getLength()) if fs.exists(hadoop_path) else 0
+
+
+if __name__ == "__main__":  # spark-submit spark/snapshot.py ...
+    from spark.cli import snapshot_command
+
+    snapshot_command(prog_name="snapshot.py")

@@ -1,0 +1,128 @@
+"""A small deployment driven by real clients, for the capacity tests: DIDComm recipients in
+every state a snapshot must tell apart (empty, waiting, in flight, live, expired), and mqs
+queues with a dead letter queue, delayed messages and messages handed out."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from mediator.engine import Engine, keys
+from mediator.engine.model import QueueRef, QueueStats
+from mediator.storage.clients import Backend
+from tests import mqs_client as mqs
+from tests.didcomm_peer import Peer, forward, live_peer, mediator_key
+from tests.servers import Node
+
+NODE_ENV = {
+    "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
+    "MEDIATOR_STATS_SECONDS": "1",
+    "MEDIATOR_DELIVERY_TIMEOUT_SECONDS": "300",
+}
+
+
+@dataclass
+class Deployment:
+    url: str
+    node: Node
+    didcomm: dict[str, str] = field(default_factory=dict)  # role -> connection verkey
+    mqs: list[str] = field(default_factory=list)
+    recipient_keys: list[str] = field(default_factory=list)  # every key and DID we used
+    live: list[Peer] = field(default_factory=list)
+
+    async def stats(self) -> dict[str, QueueStats]:
+        """The engine's own figures for every queue, qualified name -> stats."""
+        backend = Backend(self.url)
+        await backend.start()
+        try:
+            engine = Engine(backend.client)
+            refs = [QueueRef(keys.DIDCOMM_NAMESPACE, v) for v in self.didcomm.values()]
+            refs += [QueueRef(keys.MQS_NAMESPACE, n) for n in self.mqs]
+            return {ref.qualified: await engine.stats(ref) for ref in refs}
+        finally:
+            await backend.aclose()
+
+
+async def drive(url: str, node: Node) -> Deployment:
+    """Recipients and queues in known states; the live socket stays open."""
+    d = Deployment(url, node)
+    med = await mediator_key(node.base)
+    peers: dict[str, Peer] = {}
+    for role in ("empty", "waiting", "in_flight", "expiring"):
+        peer = Peer(node.base, med, "http")
+        await peer.__aenter__()
+        key = await peer.mediate()
+        peers[role] = peer
+        d.didcomm[role] = peer.verkey
+        d.recipient_keys += [peer.verkey, key, peer.recipient_keys[key].did_key]
+    for role, n in (("waiting", 3), ("in_flight", 5)):
+        key = next(iter(peers[role].recipient_keys))
+        for i in range(n):
+            r = await forward(node.base, med, key, {"@type": "test", "n": i, "pad": "x" * 200 * i})
+            assert r.status_code == 202, r.text
+    got = await peers["in_flight"].delivery_request(limit=2)
+    assert len(got.get("~attach", [])) == 2
+    await peers["expiring"].queue_update(duration_limit=1)
+    key = next(iter(peers["expiring"].recipient_keys))
+    for i in range(2):
+        assert (await forward(node.base, med, key, {"@type": "test", "n": i})).status_code == 202
+    live = await live_peer(node.base, med)
+    d.live.append(live)
+    d.didcomm["live"] = live.verkey
+    d.recipient_keys += [live.verkey, *live.recipient_keys]
+    for peer in peers.values():
+        await peer.close()
+
+    async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
+        await mqs.create(http, "orders-dlq")
+        await mqs.create(http, "orders", visibility=1, max_receives=1, dlq="orders-dlq")
+        await mqs.create(http, "jobs", visibility=300)
+        for i in range(3):
+            await mqs.send(http, "orders", f"order {i}".encode())
+        await mqs.send_batch(http, "jobs", [b"j" * 500 * (i + 1) for i in range(4)])
+        await mqs.create(http, "later", delay=600)
+        await mqs.send(http, "later", b"not yet")
+        assert len(await mqs.receive(http, "orders")) == 1
+        assert len(await mqs.receive(http, "jobs", n=2)) == 2
+        await asyncio.sleep(1.3)  # the order handed out is visible again: the next receive
+        assert len(await mqs.receive(http, "orders")) == 1  # moves it to the dead letters
+        await asyncio.sleep(1.3)
+    d.mqs = ["orders-dlq", "orders", "jobs", "later"]
+    await _wait_expired(d)
+    return d
+
+
+async def _wait_expired(d: Deployment) -> None:
+    for _ in range(100):
+        stats = await d.stats()
+        if stats[f"didcomm:{d.didcomm['expiring']}"].stored == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the worker did not expire the messages past their duration limit")
+
+
+def capacity(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`mediator capacity ...` as an SRE runs it, with the nodes' settings (the mailboxes'
+    defaults come from the same MEDIATOR_* environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mediator", "capacity", *args],
+        env={**os.environ, **NODE_ENV},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def parquet_rows(history: Path, table: str) -> list[dict[str, object]]:
+    import pyarrow.dataset as ds
+
+    data = ds.dataset(history / table, format="parquet", partitioning="hive")
+    rows: list[dict[str, object]] = data.to_table().to_pylist()
+    return rows
