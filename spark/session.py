@@ -29,6 +29,7 @@ def start(app: str, master: str | None, *, driver_memory: str = "2g") -> SparkSe
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.parquet.compression.codec", "zstd")
         .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,50 @@
+"""What the figure modules share: the latest snapshot, the last snapshot of each day, the
+'other' row of capped tables, and plain conversions of Spark's answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+DAY_MS = 86_400_000
+UNLIMITED_RETENTION = 2**31 - 1
+
+
+def latest(frame: DataFrame) -> DataFrame:
+    """The rows of the newest snapshot."""
+    newest = frame.agg(F.max("snapshot_time")).first()
+    if newest is None or newest[0] is None:
+        return frame.limit(0)
+    return frame.filter(F.col("snapshot_time") == F.lit(newest[0]))
+
+
+def daily(frame: DataFrame) -> DataFrame:
+    """The rows of the last snapshot of each day."""
+    last = frame.groupBy("snapshot_date").agg(F.max("snapshot_time").alias("_last"))
+    joined = frame.join(last, "snapshot_date")
+    return joined.filter(F.col("snapshot_time") == F.col("_last")).drop("_last")
+
+
+def capped(rows: list[dict[str, Any]], top: int, sums: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The first `top` rows, and an `other` row summing `sums` over the rest."""
+    if len(rows) <= top:
+        return rows
+    rest = rows[top:]
+    other: dict[str, Any] = {"other": True, "count": len(rest)}
+    for name in sums:
+        other[name] = sum(r.get(name) or 0 for r in rest)
+    return [*rows[:top], other]
+
+
+def ordered(frame: DataFrame, column: str) -> Window:
+    return Window.orderBy(F.col(column).asc(), F.col("mailbox").asc())
+
+
+def num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def whole(value: Any) -> int:
+    return 0 if value is None else int(value)

@@ -1,0 +1,153 @@
+"""Reading the history the snapshots wrote, and refusing what cannot be trusted: a missing or
+unreadable table, a snapshot one table has and another lacks (it did not finish), a schema
+newer than this code. A history folder with no snapshot yet is not an error: the report
+says so."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from mediator.errors import MediatorError
+from spark.tables.cluster import CLUSTER
+from spark.tables.columns import PARTITION_COLUMN, SCHEMA_VERSION
+from spark.tables.mailboxes import MAILBOXES
+from spark.tables.servers import SERVERS
+
+TABLES = (MAILBOXES.name, SERVERS.name, CLUSTER.name)
+
+
+class HistoryError(MediatorError):
+    """The history cannot be read, or not trusted."""
+
+
+@dataclass
+class History:
+    path: str
+    mailboxes: DataFrame
+    servers: DataFrame
+    cluster: DataFrame
+    dates: list[str]  # days with a snapshot in the window, oldest first
+    snapshots: list[dt.datetime]  # snapshot times in the window, oldest first
+    first_date: str | None
+    last_date: str | None
+
+    @property
+    def empty(self) -> bool:
+        return not self.snapshots
+
+
+def load(spark: SparkSession, path: str, days: int) -> History:
+    local = "://" not in path or path.startswith("file://")
+    root = Path(path.removeprefix("file://"))
+    if local and not root.is_dir():
+        raise HistoryError(f"no history folder at {path}")
+    present = [t for t in TABLES if not local or (root / t).exists()]
+    if local and not present:
+        return _empty(spark, path)
+    missing = sorted(set(TABLES) - set(present))
+    if missing:
+        raise HistoryError(
+            f"the history at {path} lacks its {', '.join(missing)} table: it was not written "
+            "by `mediator capacity snapshot`, or only in part"
+        )
+    frames = {t: _read(spark, path, t) for t in TABLES}
+    _check_versions(frames, path)
+    _check_complete(frames, path)
+    dates = sorted(r[0] for r in frames["cluster"].select(PARTITION_COLUMN).distinct().collect())
+    window = _window(dates, days)
+    framed = {t: f.filter(F.col(PARTITION_COLUMN).isin(window)) for t, f in frames.items()}
+    times = sorted(r[0] for r in framed["cluster"].select("snapshot_time").distinct().collect())
+    return History(
+        path, framed["mailboxes"], framed["servers"], framed["cluster"], window,
+        [_utc(t) for t in times], window[0] if window else None, window[-1] if window else None,
+    )  # fmt: skip
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
+
+
+def _window(dates: list[str], days: int) -> list[str]:
+    if not dates:
+        return []
+    last = dt.date.fromisoformat(dates[-1])
+    first = last - dt.timedelta(days=days - 1)
+    return [d for d in dates if dt.date.fromisoformat(d) >= first]
+
+
+def _read(spark: SparkSession, path: str, table: str) -> DataFrame:
+    where = f"{path.rstrip('/')}/{table}"
+    try:
+        frame = spark.read.option("basePath", where).parquet(where)
+        frame.limit(1).collect()  # a corrupt footer shows here, not in the middle of a figure
+    except Exception as e:
+        from spark.failures import explain
+
+        reason = explain(e) or str(e).splitlines()[0]
+        raise HistoryError(f"cannot read the {table} table at {where}: {reason}") from None
+    needed = {"schema_version", "snapshot_time", PARTITION_COLUMN, "snapshot_id"}
+    if not needed <= set(frame.columns):
+        raise HistoryError(
+            f"{where} is not a capacity history table (it lacks "
+            f"{', '.join(sorted(needed - set(frame.columns)))})"
+        )
+    return frame
+
+
+def _check_versions(frames: dict[str, DataFrame], path: str) -> None:
+    for table, frame in frames.items():
+        newest = frame.agg(F.max("schema_version")).first()
+        version = newest[0] if newest else None
+        if version is not None and version > SCHEMA_VERSION:
+            raise HistoryError(
+                f"the {table} table at {path} has schema version {version}, written by a newer "
+                f"release; this one reads version {SCHEMA_VERSION} and older: upgrade it"
+            )
+
+
+def _check_complete(frames: dict[str, DataFrame], path: str) -> None:
+    """Every snapshot is in all three tables (mailboxes may be empty only on an empty
+    deployment, which the cluster table's row counts say)."""
+    ids = {
+        t: {(r[0], r[1]) for r in f.select(PARTITION_COLUMN, "snapshot_id").distinct().collect()}
+        for t, f in frames.items()
+    }
+    expected_rows = {
+        (r[0], r[1])
+        for r in frames["cluster"]
+        .groupBy(PARTITION_COLUMN, "snapshot_id")
+        .agg(F.sum("rows").alias("rows"))
+        .filter(F.col("rows") > 0)
+        .collect()
+    }
+    everything = ids["cluster"] | ids["servers"] | ids["mailboxes"]
+    for day, snapshot in sorted(everything):
+        lacking = [t for t in ("servers", "cluster") if (day, snapshot) not in ids[t]]
+        if (day, snapshot) in expected_rows and (day, snapshot) not in ids["mailboxes"]:
+            lacking.insert(0, "mailboxes")
+        if lacking:
+            raise HistoryError(
+                f"the snapshot of {day} ({snapshot}) at {path} is incomplete: its "
+                f"{', '.join(lacking)} data is missing. Run the snapshot again with "
+                f"--snapshot-time for that time, or delete its snapshot_id={snapshot} folders"
+            )
+
+
+def _empty(spark: SparkSession, path: str) -> History:
+    keyed = [
+        T.StructField("schema_version", T.IntegerType()),
+        T.StructField("snapshot_time", T.TimestampType()),
+        T.StructField(PARTITION_COLUMN, T.StringType()),
+        T.StructField("snapshot_id", T.StringType()),
+    ]
+    frames = [
+        spark.createDataFrame([], T.StructType(keyed + list(t.spark_schema.fields)))
+        for t in (MAILBOXES, SERVERS, CLUSTER)
+    ]
+    return History(path, frames[0], frames[1], frames[2], [], [], None, None)
