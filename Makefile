@@ -8,7 +8,7 @@ DEBIAN_REDIS ?= /usr/bin/redis-server
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,spark]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -17,8 +17,8 @@ serve: install
 	$(VENV)/bin/mediator serve
 
 lint: install
-	$(VENV)/bin/ruff check mediator workers tests bench
-	$(VENV)/bin/ruff format --check mediator workers tests bench
+	$(VENV)/bin/ruff check mediator workers spark tests bench
+	$(VENV)/bin/ruff format --check mediator workers spark tests bench
 	$(VENV)/bin/mypy
 
 unit: install

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from spark import progress
 from spark.figures import common, coverage, flow, mailboxes, memory
 from spark.forecast import MIN_DAYS, forecast
-from spark.history import History, load
+from spark.history import History, HistoryError, load
 from spark.verdict import verdict
 
 JOB = "report"
@@ -57,7 +57,15 @@ def run(options: ReportOptions) -> ReportResult:
     progress.phase(
         JOB, f"{len(history.snapshots)} snapshots over {len(history.dates)} days; computing"
     )
-    summary = figures(spark, history, options)
+    try:
+        summary = figures(spark, history, options)
+    except Exception as e:  # a data page that cannot be read shows only when it is read
+        from spark.failures import explain
+
+        reason = explain(e)
+        if reason is None:
+            raise
+        raise HistoryError(f"cannot read the history at {options.history}: {reason}") from None
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     summary_path = out / "summary.json"

@@ -113,6 +113,7 @@ def run(options: SnapshotOptions) -> SnapshotResult:
         )
         .first()
     )
+    assert stats is not None
     counts = {r["namespace"]: r["count"] for r in mailboxes.groupBy("namespace").count().collect()}
     progress.phase(JOB, f"read {sum(counts.values()):,} mailboxes; writing the history")
     out = options.out.rstrip("/")
@@ -177,13 +178,14 @@ def _hash_key(topology: Topology, path: str | None) -> bytes:
             "this deployment has no mediator identity yet (no node has started on it): "
             "pass --hash-key-file with a secret of at least 16 bytes"
         )
-    return pseudonyms.derive(bytes(seed))
+    return pseudonyms.derive(seed if isinstance(seed, bytes) else str(seed).encode())
 
 
 def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
     client = topology.control()
     try:
-        return [n.decode() for n in client.zrangebyscore(keys.nodes(), now_ms, "+inf")]
+        found: list[Any] = list(client.zrangebyscore(keys.nodes(), now_ms, "+inf"))
+        return [n.decode() if isinstance(n, bytes) else str(n) for n in found]
     finally:
         client.close()
 
@@ -221,7 +223,7 @@ def _write(frame: DataFrame, table: Table, out: str) -> None:
 
 
 def _bytes_under(spark: SparkSession, path: str) -> int:
-    jvm = spark.sparkContext._jvm
+    jvm: Any = spark.sparkContext._jvm  # Hadoop's FileSystem has no Python API
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     return int(fs.getContentSummary(hadoop_path).getLength()) if fs.exists(hadoop_path) else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 DAY_MS = 86_400_000
@@ -36,10 +36,6 @@ def capped(rows: list[dict[str, Any]], top: int, sums: tuple[str, ...]) -> list[
     for name in sums:
         other[name] = sum(r.get(name) or 0 for r in rest)
     return [*rows[:top], other]
-
-
-def ordered(frame: DataFrame, column: str) -> Window:
-    return Window.orderBy(F.col(column).asc(), F.col("mailbox").asc())
 
 
 def num(value: Any) -> float | None:

@@ -20,6 +20,7 @@ REDELIVERED = 3  # an in-flight message handed out this often points at a broken
 CCDF_STEPS = [1, 2, 5]
 LORENZ_POINTS = 100
 
+
 def _held() -> Column:
     return F.col("stored") + F.col("delayed")
 

@@ -15,6 +15,7 @@ SLOT_BUCKETS = 64
 SKEW_THRESHOLD = 1.2
 FRAGMENTED = 1.5
 
+
 def _capacity() -> Column:
     """What a server may use: its maxmemory, else the host's memory."""
     return F.when(F.col("maxmemory") > 0, F.col("maxmemory")).otherwise(

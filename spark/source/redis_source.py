@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -36,7 +37,7 @@ ROWS = Table("mailbox-rows", MAILBOXES.columns + STATS)
 
 
 @dataclass(frozen=True)
-class ShardPartition(InputPartition):  # type: ignore[misc]
+class ShardPartition(InputPartition):
     endpoint: Endpoint
     shards: tuple[int, ...]
     auth: Auth = field(repr=False)
@@ -59,7 +60,7 @@ def plan_partitions(
     return out
 
 
-class RedisSnapshotSource(DataSource):  # type: ignore[misc]
+class RedisSnapshotSource(DataSource):
     """Options are not used: the job hands the planned partitions over by `register`."""
 
     partitions_planned: list[ShardPartition] = []
@@ -82,14 +83,15 @@ def source_for(partitions: list[ShardPartition]) -> type[RedisSnapshotSource]:
     )
 
 
-class _Reader(DataSourceReader):  # type: ignore[misc]
+class _Reader(DataSourceReader):
     def __init__(self, partitions: list[ShardPartition]) -> None:
         self._partitions = partitions
 
-    def partitions(self) -> list[ShardPartition]:
-        return self._partitions
+    def partitions(self) -> list[InputPartition]:
+        return list(self._partitions)
 
-    def read(self, partition: ShardPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardPartition)
         started = time.monotonic()
         pacer = Pacer(partition.rate)
         wire = Wire(partition.auth.connect(partition.endpoint), pacer, readonly=partition.readonly)
@@ -100,7 +102,7 @@ class _Reader(DataSourceReader):  # type: ignore[misc]
                 yield _widen(batch)
         finally:
             wire.close()
-        stats = {c.name: [None] for c in ROWS.columns}
+        stats: dict[str, list[Any]] = {c.name: [None] for c in ROWS.columns}
         stats.update(
             partition_commands=[pacer.sent],
             partition_peak_rate=[pacer.peak],

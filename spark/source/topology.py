@@ -149,9 +149,11 @@ def _replicas_in(info: dict[str, Any], primary: Endpoint) -> list[Server]:
 
 def _sentinel(target: RedisTarget, auth: Auth) -> list[Server]:
     sentinel_kwargs = {"password": target.sentinel_password, "socket_timeout": 5}
-    sentinel = Sentinel(list(target.hosts), sentinel_kwargs=sentinel_kwargs, socket_timeout=5)
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.hosts), sentinel_kwargs=sentinel_kwargs, socket_timeout=5
+    )
     try:
-        host, port = sentinel.discover_master(target.service)
+        host, port = sentinel.discover_master(target.service)  # type: ignore[no-untyped-call]
     except redis.sentinel.MasterNotFoundError as e:
         raise StorageError(
             f"no sentinel at {target.redacted} knows {target.service!r}: {e}"
@@ -160,7 +162,7 @@ def _sentinel(target: RedisTarget, auth: Auth) -> list[Server]:
     primary = Server(at, "primary", shards=list(range(keys.SHARDS)))
     replicas = [
         Server(Endpoint(str(h), int(p)), "replica", at)
-        for h, p in sentinel.discover_slaves(target.service)
+        for h, p in sentinel.discover_slaves(target.service)  # type: ignore[no-untyped-call]
     ]
     return [primary, *replicas]
 
@@ -168,7 +170,7 @@ def _sentinel(target: RedisTarget, auth: Auth) -> list[Server]:
 def _cluster(target: RedisTarget, auth: Auth) -> list[Server]:
     host, port = target.hosts[0]
     client = auth.connect(Endpoint(host, port))
-    reply = client.execute_command("CLUSTER SHARDS")
+    reply = client.execute_command("CLUSTER SHARDS")  # type: ignore[no-untyped-call]
     client.close()
     servers: list[Server] = []
     for shard in reply:
@@ -206,5 +208,5 @@ def _pairs(flat: Any) -> dict[bytes, Any]:
 
 def _node_endpoint(node: dict[bytes, Any]) -> Endpoint:
     ip = node.get(b"ip") or node.get(b"endpoint") or b"127.0.0.1"
-    port = node.get(b"port") or node.get(b"tls-port")
+    port = node.get(b"port") or node.get(b"tls-port") or 0
     return Endpoint(ip.decode() if isinstance(ip, bytes) else str(ip), int(port))

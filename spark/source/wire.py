@@ -28,7 +28,7 @@ class Wire:
         if not commands:
             return []
         self.pacer.take(len(commands))
-        self.conn.send_packed_command(self.conn.pack_commands(commands))
+        self.conn.send_packed_command(self.conn.pack_commands(commands))  # type: ignore[no-untyped-call]
         out: list[Any] = []
         for _ in commands:
             try:

@@ -136,7 +136,9 @@ def _slot_stats(topology: Topology, s: Server) -> list[dict[str, int]] | None:
     out: list[dict[str, int]] = []
     try:
         for first, last in s.slots:
-            reply = client.execute_command("CLUSTER SLOT-STATS", "SLOTSRANGE", first, last)
+            reply = client.execute_command(  # type: ignore[no-untyped-call]
+                "CLUSTER SLOT-STATS", "SLOTSRANGE", first, last
+            )
             for slot, stats in reply:
                 flat = stats if isinstance(stats, list) else [x for kv in stats.items() for x in kv]
                 named = {_s(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}

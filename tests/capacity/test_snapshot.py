@@ -147,10 +147,14 @@ async def test_servers_table(snapshot: dict[str, Any]) -> None:
     assert all(r["schema_version"] == 1 for r in rows)
 
 
+def _all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
 async def test_no_raw_key_or_did_in_the_history(
     deployment: Deployment, snapshot: dict[str, Any]
 ) -> None:
-    blob = b"".join(p.read_bytes() for p in Path(snapshot["history"]).rglob("*") if p.is_file())
+    blob = _all_bytes(Path(snapshot["history"]))
     assert blob
     for secret in deployment.recipient_keys:
         assert secret.encode() not in blob, secret
