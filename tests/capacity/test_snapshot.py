@@ -4,6 +4,7 @@ and on the three-primary cluster by `make topologies`)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -165,3 +166,37 @@ async def test_progress_and_summary(snapshot: dict[str, Any]) -> None:
     assert "reading 1024 shards" in snapshot["err"]
     summary = snapshot["out"]
     assert "mailboxes" in summary and "bytes written" in summary and "commands" in summary
+
+
+@pytest.fixture(scope="module")
+def report(snapshot: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    done = capacity("report", "--history", str(snapshot["history"]), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Only one day of history" in done.stdout
+    return out
+
+
+async def test_report_of_one_snapshot(deployment: Deployment, report: Path) -> None:
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["history"]["days_with_data"] == 1
+    assert summary["history"]["mode"] == TOPOLOGY
+    assert any("Only one day" in n for n in summary["notices"])
+    assert summary["forecast"]["status"] == "not_enough_history"
+    boxes = summary["mailboxes"]
+    assert (boxes["count"], boxes["didcomm"], boxes["mqs"]) == (
+        len(deployment.didcomm) + len(deployment.mqs), len(deployment.didcomm), len(deployment.mqs)
+    )  # fmt: skip
+    assert summary["live"]["sockets"] == 1
+    assert summary["inflight"]["histogram"] == [{"deliveries": 1, "messages": 4}]
+    assert [d["queue"] for d in summary["dead_letters"]] == ["orders-dlq"]
+    assert summary["coverage"]["mailboxes_read"] == boxes["count"]
+    assert summary["verdict"]["status"] in ("under", "right", "over")
+    assert "Only one day" in (report / "report.html").read_text()
+
+
+async def test_no_raw_key_or_did_in_the_report(deployment: Deployment, report: Path) -> None:
+    blob = _all_bytes(report)
+    assert b"<svg" in blob
+    for secret in deployment.recipient_keys:
+        assert secret.encode() not in blob, secret
