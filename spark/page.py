@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from spark import charts
@@ -97,14 +97,14 @@ td.id{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.85em}
 .empty,.note{color:var(--muted)}
 .empty{font-style:italic}
 @media print{
-:root{--bg:#fff;--fg:#000;--muted:#444;--panel:#fff;--grid:#ccc;--frame:#888;--neutral:#eee;
---s1:#2a67c4;--s2:#d4761f;--s3:#1f8f63;--s4:#8650c8;--s5:#b8404e;--heat:#2a67c4;
---hot:#d9481c;--cold:#2a67c4;--good:#1d7a4a;--warn:#9a6100;--bad:#c0392b}
+:root{color-scheme:light;--bg:#fff;--fg:#000;--muted:#444;--panel:#fff;--grid:#ccc;
+--frame:#888;--neutral:#eee;--s1:#2a67c4;--s2:#d4761f;--s3:#1f8f63;--s4:#8650c8;--s5:#b8404e;
+--heat:#2a67c4;--hot:#d9481c;--cold:#2a67c4;--good:#1d7a4a;--warn:#9a6100;--bad:#c0392b}
 body{background:none;font-size:10pt}main{max-width:none;padding:0}nav{display:none}
 section{break-before:page}section#verdict{break-before:auto}
 .callout,.card,.badge,tr.other td{background:none}
 figure,table,.cards{break-inside:avoid}.scroll{overflow:visible}
-th,td{white-space:normal}svg.chart{max-width:100%;height:auto}}
+th{white-space:normal}table{font-size:8.5pt}svg.chart{max-width:100%;height:auto}}
 """
 
 
@@ -167,9 +167,11 @@ def _when(value: object) -> str:
     if not isinstance(value, str):
         return DASH
     try:
-        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M UTC")
+        moment = datetime.fromisoformat(value)
     except ValueError:
         return value
+    moment = moment.astimezone(UTC) if moment.tzinfo else moment
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _days(value: object) -> str:
@@ -347,10 +349,11 @@ def _verdict(summary: Row) -> str:
             f"now {fmt_count(v.get('nodes_now'))} · N+1, at least 2",
         ),
     ]
-    horizon = _plural(v.get("horizon_days"), "day")
+    days = v.get("horizon_days")
+    horizon = f"in {_plural(days, 'day')}" if finite(days) is not None else "at the horizon"
     facts = [
         ("Peak used memory, all primaries", fmt_bytes(v.get("peak_used_memory"))),
-        (f"Projected in {horizon}", fmt_bytes(v.get("projected_used_memory"))),
+        (f"Projected {horizon}", fmt_bytes(v.get("projected_used_memory"))),
         ("Memory headroom target", headroom),
         ("Peak forwards", _rate(v.get("peak_forwards_per_second"))),
         ("Forwards one node carries", _rate(v.get("node_forwards_per_second"))),
