@@ -124,8 +124,13 @@ def skew(servers_frame: DataFrame, mailboxes: DataFrame) -> dict[str, Any]:
     filled = [v for v in cells.values() if v > 0]
     mean_cell = sum(filled) / len(filled) if filled else 0
     names = [r["server"] for r in rows]
+    # A bucket where a primary holds no mailbox is null: on a cluster that is a bucket of
+    # slots another primary owns (1,024 shards leave about 16 to each bucket).
     values = [
-        [cells.get((n, b), 0) / mean_cell if mean_cell else 0.0 for b in range(SLOT_BUCKETS)]
+        [
+            cells[(n, b)] / mean_cell if (n, b) in cells and mean_cell else None
+            for b in range(SLOT_BUCKETS)
+        ]
         for n in names
     ]
     flagged = applies and max(keys_ratio or 0, bytes_ratio or 0) > SKEW_THRESHOLD

@@ -71,6 +71,18 @@ class PageView:
         return is_blank(self.screenshot)
 
 
+def needs_chromium() -> None:
+    """Skip on a laptop without Chromium; with CI=true a missing Chromium is a failure."""
+    import pytest
+
+    if CHROMIUM.exists():
+        return
+    message = f"{CHROMIUM} is missing (apt-get install chromium)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def open_page(
     path: Path,
     *,

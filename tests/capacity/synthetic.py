@@ -24,10 +24,11 @@ GIB = 1 << 30
 def write_history(
     root: Path, *, days: int, mailboxes: int = 400, slope: float = 50e6, base: float = 2e9,
     primaries: int = 3, skip: tuple[int, ...] = (), seed: int = 7, version: int = SCHEMA_VERSION,
-    added_per_day: list[int] | None = None,
+    added_per_day: list[int] | None = None, noise: float = 0.0,
 ) -> list[dt.datetime]:  # fmt: skip
     """Write `days` daily snapshots (minus the days in `skip`); the primaries' used memory
-    summed is exactly `base + slope * day`. Returns the snapshot times."""
+    summed is exactly `base + slope * day` (plus a normal error of `noise` bytes, when
+    asked). Returns the snapshot times."""
     rng = random.Random(seed)
     times = []
     added = 0
@@ -37,7 +38,7 @@ def write_history(
         when = START + dt.timedelta(days=day)
         times.append(when)
         added += (added_per_day[day] if added_per_day else 10_000) if day else 0
-        used = base + slope * day
+        used = base + slope * day + (rng.gauss(0, noise) if noise else 0.0)
         _write(root, SERVERS, when, _servers(used, primaries), version)
         _write(root, MAILBOXES, when, _mailboxes(rng, when, mailboxes, primaries), version)
         _write(root, CLUSTER, when, _cluster(added, mailboxes), version)

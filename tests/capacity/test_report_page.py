@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Iterator
 from datetime import date
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from spark import charts, page
-from tests.capacity.browser import CHROMIUM, PageView, is_blank, open_page
+from tests.capacity.browser import PageView, is_blank, needs_chromium, open_page
 
 SAMPLE = Path(__file__).with_name("sample_summary.json")
 ALL_CHARTS = [
@@ -319,16 +318,6 @@ SUMMARIES: dict[str, tuple[Callable[[], dict[str, Any]], list[str]]] = {
 # Opening pages --------------------------------------------------------------------------------
 
 
-def _needs_chromium() -> None:
-    """Skip on a laptop without Chromium; with CI=true a missing Chromium is a failure."""
-    if CHROMIUM.exists():
-        return
-    message = f"{CHROMIUM} is missing (apt-get install chromium)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, bool], PageView]]:
     """Each summary's page, opened once per colour scheme; screenshots stay in tmp_path."""
@@ -336,7 +325,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, bo
 
     def view(name: str, dark: bool) -> PageView:
         if (name, dark) not in views:
-            _needs_chromium()
+            needs_chromium()
             folder = tmp_path_factory.mktemp(f"{name}-{'dark' if dark else 'light'}")
             report = folder / "report.html"
             report.write_text(page.render(SUMMARIES[name][0]()), encoding="utf-8")
@@ -429,7 +418,7 @@ def test_empty_history_draws_empty_frames(seen: Callable[[str, bool], PageView])
 
 
 def test_text_from_the_summary_cannot_break_out(tmp_path: Path) -> None:
-    _needs_chromium()
+    needs_chromium()
     summary = rich()
     hostile = "</script><script>console.error('escaped')</script><b>bold</b> & <!-- --> \u2028"
     summary["notices"].append(hostile)
