@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -57,12 +58,13 @@ def load(spark: SparkSession, path: str, days: int) -> History:
             "by `mediator capacity snapshot`, or only in part"
         )
     frames = {t: _read(spark, path, t) for t in TABLES}
-    _check_versions(frames, path)
-    _check_complete(frames, path)
-    dates = sorted(r[0] for r in frames["cluster"].select(PARTITION_COLUMN).distinct().collect())
+    inventory = {t: _inventory(f, t, path) for t, f in frames.items()}
+    _check_versions(inventory, path)
+    _check_complete(inventory, path)
+    dates = sorted({day for day, _ in inventory["cluster"]})
     window = _window(dates, days)
     framed = {t: f.filter(F.col(PARTITION_COLUMN).isin(window)) for t, f in frames.items()}
-    times = sorted(r[0] for r in framed["cluster"].select("snapshot_time").distinct().collect())
+    times = sorted({v["time"] for (day, _), v in inventory["cluster"].items() if day in window})
     return History(
         path, framed["mailboxes"], framed["servers"], framed["cluster"], window,
         [_utc(t) for t in times], window[0] if window else None, window[-1] if window else None,
@@ -85,12 +87,8 @@ def _read(spark: SparkSession, path: str, table: str) -> DataFrame:
     where = f"{path.rstrip('/')}/{table}"
     try:
         frame = spark.read.option("basePath", where).parquet(where)
-        frame.count()  # reads every file's footer: a corrupt one shows here, not in a figure
     except Exception as e:
-        from spark.failures import explain
-
-        reason = explain(e) or str(e).splitlines()[0]
-        raise HistoryError(f"cannot read the {table} table at {where}: {reason}") from None
+        raise HistoryError(f"cannot read the {table} table at {where}: {_reason(e)}") from None
     needed = {"schema_version", "snapshot_time", PARTITION_COLUMN, "snapshot_id"}
     if not needed <= set(frame.columns):
         raise HistoryError(
@@ -100,36 +98,52 @@ def _read(spark: SparkSession, path: str, table: str) -> DataFrame:
     return frame
 
 
-def _check_versions(frames: dict[str, DataFrame], path: str) -> None:
-    for table, frame in frames.items():
-        newest = frame.agg(F.max("schema_version")).first()
-        version = newest[0] if newest else None
-        if version is not None and version > SCHEMA_VERSION:
+def _reason(error: Exception) -> str:
+    from spark.failures import explain
+
+    return explain(error) or str(error).splitlines()[0]
+
+
+Snapshots = dict[tuple[str, str], dict[str, Any]]
+
+
+def _inventory(frame: DataFrame, table: str, path: str) -> Snapshots:
+    """(day, snapshot id) -> its newest schema version, time and rows (the cluster table's
+    count of mailboxes): one pass that reads every file, so a corrupt one shows here."""
+    rows = F.sum("rows") if table == "cluster" else F.count("*")
+    try:
+        found = (
+            frame.groupBy(PARTITION_COLUMN, "snapshot_id")
+            .agg(
+                F.max("schema_version").alias("version"),
+                F.max("snapshot_time").alias("time"),
+                rows.alias("rows"),
+            )
+            .collect()
+        )
+    except Exception as e:
+        raise HistoryError(f"cannot read the {table} table at {path}: {_reason(e)}") from None
+    return {(r[0], r[1]): {"version": r[2], "time": r[3], "rows": r[4]} for r in found}
+
+
+def _check_versions(inventory: dict[str, Snapshots], path: str) -> None:
+    for table, snapshots in inventory.items():
+        version = max((v["version"] or 0 for v in snapshots.values()), default=0)
+        if version > SCHEMA_VERSION:
             raise HistoryError(
                 f"the {table} table at {path} has schema version {version}, written by a newer "
                 f"release; this one reads version {SCHEMA_VERSION} and older: upgrade it"
             )
 
 
-def _check_complete(frames: dict[str, DataFrame], path: str) -> None:
-    """Every snapshot is in all three tables (mailboxes may be empty only on an empty
-    deployment, which the cluster table's row counts say)."""
-    ids = {
-        t: {(r[0], r[1]) for r in f.select(PARTITION_COLUMN, "snapshot_id").distinct().collect()}
-        for t, f in frames.items()
-    }
-    expected_rows = {
-        (r[0], r[1])
-        for r in frames["cluster"]
-        .groupBy(PARTITION_COLUMN, "snapshot_id")
-        .agg(F.sum("rows").alias("rows"))
-        .filter(F.col("rows") > 0)
-        .collect()
-    }
-    everything = ids["cluster"] | ids["servers"] | ids["mailboxes"]
+def _check_complete(inventory: dict[str, Snapshots], path: str) -> None:
+    """Every snapshot is in all three tables (mailboxes may lack one only when the cluster
+    table says the deployment had no queue then)."""
+    everything = set().union(*(set(s) for s in inventory.values()))
     for day, snapshot in sorted(everything):
-        lacking = [t for t in ("servers", "cluster") if (day, snapshot) not in ids[t]]
-        if (day, snapshot) in expected_rows and (day, snapshot) not in ids["mailboxes"]:
+        lacking = [t for t in ("servers", "cluster") if (day, snapshot) not in inventory[t]]
+        expected = (inventory["cluster"].get((day, snapshot)) or {}).get("rows") or 0
+        if expected > 0 and (day, snapshot) not in inventory["mailboxes"]:
             lacking.insert(0, "mailboxes")
         if lacking:
             raise HistoryError(

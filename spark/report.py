@@ -84,7 +84,11 @@ def _json(value: Any) -> Any:
 
 def figures(spark: SparkSession, history: History, options: ReportOptions) -> dict[str, Any]:
     headroom = options.memory_headroom
-    mb, srv, cl = history.mailboxes.cache(), history.servers.cache(), history.cluster.cache()
+    newest = history.snapshots[-1] if history.snapshots else None
+    mb, srv, cl = (
+        common.mark_newest(f, newest).cache()
+        for f in (history.mailboxes, history.servers, history.cluster)
+    )
     peaks = memory.daily_peaks(srv)
     snapshots = [r.asDict() for r in memory.per_snapshot(srv).orderBy("snapshot_time").collect()]
     out: dict[str, Any] = {
@@ -92,7 +96,7 @@ def figures(spark: SparkSession, history: History, options: ReportOptions) -> di
         "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "history": _history(history, options.days, cl),
         "notices": notices(history, cl),
-        "forecast": forecast(spark, peaks, headroom, options.horizon_days),
+        "forecast": forecast(peaks, headroom, options.horizon_days),
         "servers": memory.servers(srv, headroom),
         "mailboxes": mailboxes.sizes(mb, options.top),
         "age": mailboxes.ages(mb),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from pyspark.sql import SparkSession
 
@@ -13,6 +14,9 @@ def start(app: str, master: str | None, *, driver_memory: str = "2g") -> SparkSe
     # Workers run the interpreter that runs the job (its packages, its version), unless the
     # operator chose another for a cluster.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Timestamps come back from Spark as naive datetimes in the process's zone: make it UTC.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     # Under spark-submit the JVM is already running with the submitter's master and memory.

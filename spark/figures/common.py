@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -12,12 +13,20 @@ DAY_MS = 86_400_000
 UNLIMITED_RETENTION = 2**31 - 1
 
 
+NEWEST = "_newest"  # the column `mark_newest` adds
+
+
+def mark_newest(frame: DataFrame, newest: dt.datetime | None) -> DataFrame:
+    """The frame with a column saying which rows are of the newest snapshot, whose time the
+    history already knows: `latest` is then a filter, not a Spark job of its own."""
+    return frame.withColumn(
+        NEWEST, F.coalesce(F.col("snapshot_time") == F.lit(newest), F.lit(False))
+    )
+
+
 def latest(frame: DataFrame) -> DataFrame:
-    """The rows of the newest snapshot."""
-    newest = frame.agg(F.max("snapshot_time")).first()
-    if newest is None or newest[0] is None:
-        return frame.limit(0)
-    return frame.filter(F.col("snapshot_time") == F.lit(newest[0]))
+    """The rows of the newest snapshot (of a frame `mark_newest` marked)."""
+    return frame.filter(F.col(NEWEST))
 
 
 def daily(frame: DataFrame) -> DataFrame:

@@ -63,20 +63,15 @@ def per_snapshot(frame: DataFrame) -> DataFrame:
     )
 
 
-def daily_peaks(frame: DataFrame) -> list[dict[str, Any]]:
-    """The highest total over each day's snapshots: what the forecast fits."""
-    rows = (
+def daily_peaks(frame: DataFrame) -> DataFrame:
+    """Per day, the highest total over its snapshots (`used_memory`) and the primaries'
+    capacity then: what the forecast fits."""
+    return (
         per_snapshot(frame)
         .groupBy("snapshot_date")
         .agg(F.max("used").alias("used_memory"), F.max("capacity").alias("capacity"))
         .orderBy("snapshot_date")
-        .collect()
     )
-    return [
-        {"date": r["snapshot_date"], "used_memory": whole(r["used_memory"]),
-         "capacity": whole(r["capacity"])}
-        for r in rows
-    ]  # fmt: skip
 
 
 def skew(servers_frame: DataFrame, mailboxes: DataFrame) -> dict[str, Any]:
@@ -89,11 +84,8 @@ def skew(servers_frame: DataFrame, mailboxes: DataFrame) -> dict[str, Any]:
     )
     boxes = latest(mailboxes).join(owner, mailboxes["server"] == owner["read_server"], "left")
     boxes = boxes.withColumn("owner", F.coalesce(F.col("owner"), F.col("server")))
-    spark = mailboxes.sparkSession
-    slots = spark.createDataFrame(
-        [(s, shard_slot(s) // (16384 // SLOT_BUCKETS)) for s in range(1024)],
-        "shard int, bucket int",
-    )
+    # Each engine shard's slot bucket, as a literal array (no Python worker needed).
+    buckets = F.array(*[F.lit(shard_slot(s) // (16384 // SLOT_BUCKETS)) for s in range(1024)])
     per_primary = {
         r["owner"]: r
         for r in boxes.groupBy("owner")
@@ -115,7 +107,7 @@ def skew(servers_frame: DataFrame, mailboxes: DataFrame) -> dict[str, Any]:
         mean = sum(x["keys"] for x in rows) / len(rows) if rows else 0
         r["ratio"] = r["keys"] / mean if mean else None
     heat = (
-        boxes.join(slots, "shard")
+        boxes.withColumn("bucket", F.element_at(buckets, F.col("shard") + 1))
         .groupBy("owner", "bucket")
         .agg(F.sum("bytes").alias("bytes"))
         .collect()
