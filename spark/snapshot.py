@@ -163,22 +163,32 @@ def _session(options: SnapshotOptions) -> SparkSession:
 
 
 def _hash_key(topology: Topology, path: str | None) -> bytes:
+    """The pseudonym key: the operator's file, else derived from the mediator's key seed,
+    the configured one (MEDIATOR_KEY_SEED) before the one the first node stored in Redis,
+    as the nodes choose."""
     if path:
         key = Path(path).read_bytes().strip()
         if len(key) < 16:
             raise ConfigError(f"{path}: a pseudonym key needs at least 16 bytes")
         return key
-    client = topology.control()
-    try:
-        seed = client.hget(keys.mediator_identity(), "seed")
-    finally:
-        client.close()
+    seed = Settings().key_seed
+    if not seed:
+        client = topology.control()
+        try:
+            stored = client.hget(keys.mediator_identity(), "seed")
+        finally:
+            client.close()
+        seed = stored.decode() if isinstance(stored, bytes) else (stored or "")
     if not seed:
         raise ConfigError(
-            "this deployment has no mediator identity yet (no node has started on it): "
-            "pass --hash-key-file with a secret of at least 16 bytes"
+            "this deployment has no mediator identity yet (no node has started on it, and "
+            "MEDIATOR_KEY_SEED is not set): pass --hash-key-file with a secret of at least "
+            "16 bytes"
         )
-    return pseudonyms.derive(seed if isinstance(seed, bytes) else str(seed).encode())
+    try:
+        return pseudonyms.derive(bytes.fromhex(seed))
+    except ValueError:
+        raise ConfigError("MEDIATOR_KEY_SEED must be 64 hexadecimal characters") from None
 
 
 def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
@@ -190,12 +200,13 @@ def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
         client.close()
 
 
-def _defaults() -> dict[str, dict[str, str]]:
+def _defaults() -> dict[str, tuple[tuple[str, str], ...]]:
     """The settings DIDComm mailboxes keep out of their hashes: the operator's, from the
     same MEDIATOR_* environment the nodes read."""
     settings = Settings()
     config = QueueLimits.defaults(settings).to_config(settings)
-    return {keys.DIDCOMM_NAMESPACE: config.to_fields(keys.DIDCOMM_NAMESPACE)[0]}
+    fields = config.to_fields(keys.DIDCOMM_NAMESPACE)[0]
+    return {keys.DIDCOMM_NAMESPACE: tuple(sorted(fields.items()))}
 
 
 def _frame(spark: SparkSession, table: Table, rows: list[dict[str, Any]]) -> DataFrame:

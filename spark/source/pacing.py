@@ -19,8 +19,9 @@ class Pacer:
         self._in_window = 0
 
     def take(self, n: int) -> None:
-        """Wait until `n` more commands fit the budget, then count them as sent. A batch
-        larger than the burst is let through and paid off by waiting before the next."""
+        """Wait until the budget has room, then count `n` commands as sent. The reader keeps a
+        batch within a tenth of a second's budget, so no second sees much more than the rate;
+        a larger one is let through and paid off by waiting before the next."""
         if self.rate > 0:
             now = time.monotonic()
             self._tokens = min(self._burst, self._tokens + (now - self._last) * self.rate)
@@ -31,6 +32,12 @@ class Pacer:
                 self._last = time.monotonic()
             self._tokens -= n
         self._count(n)
+
+    def correct(self, n: int) -> None:
+        """Count `n` more (or fewer) commands than were taken: a script reports what it ran."""
+        self.sent += n
+        if self.rate > 0:
+            self._tokens -= n
 
     def _count(self, n: int) -> None:
         now = time.monotonic()

@@ -23,14 +23,23 @@ class Wire:
         if readonly:  # a cluster replica serves reads only after READONLY
             self.run([("READONLY",)])
 
-    def run(self, commands: Sequence[Command]) -> list[Any]:
-        """Each command's reply, in order; an error reply is returned as its ResponseError."""
+    def run(self, commands: Sequence[Command], *, weight: int | None = None) -> list[Any]:
+        """Each command's reply, in order; an error reply is returned as its ResponseError.
+        `weight`: the Redis commands they cost, when a script runs several."""
+        self.send(commands, weight=weight)
+        return self.receive(len(commands))
+
+    def send(self, commands: Sequence[Command], *, weight: int | None = None) -> None:
+        """Send without waiting for the replies (paced by what they cost)."""
         if not commands:
-            return []
-        self.pacer.take(len(commands))
+            return
+        self.pacer.take(len(commands) if weight is None else weight)
         self.conn.send_packed_command(self.conn.pack_commands(commands))  # type: ignore[no-untyped-call]
+
+    def receive(self, n: int) -> list[Any]:
+        """The next `n` replies."""
         out: list[Any] = []
-        for _ in commands:
+        for _ in range(n):
             try:
                 out.append(self.conn.read_response())
             except ResponseError as e:

@@ -65,7 +65,8 @@ def _client(url: str) -> Any:
 
 
 def _rows_by_queue(deployment: Deployment, history: Path) -> dict[str, dict[str, Any]]:
-    key = pseudonyms.derive(bytes(_client(deployment.url).hget(keys.mediator_identity(), "seed")))
+    seed = _client(deployment.url).hget(keys.mediator_identity(), "seed")
+    key = pseudonyms.derive(bytes.fromhex(seed.decode()))
     by_hash = {r["mailbox"]: r for r in parquet_rows(history, "mailboxes")}
     names = [f"didcomm:{v}" for v in deployment.didcomm.values()]
     names += [f"mqs:{n}" for n in deployment.mqs]
@@ -163,6 +164,17 @@ async def test_no_raw_key_or_did_in_the_history(
     assert blob
     for secret in deployment.recipient_keys:
         assert secret.encode() not in blob, secret
+
+
+async def test_the_command_budget_holds(deployment: Deployment, tmp_path: Path) -> None:
+    """One partition for every shard, 2,000 commands a second: the job says it stayed
+    within the budget (a second's worth, give or take a page), and did read at that pace."""
+    done = capacity("snapshot", "--redis-url", deployment.url, "--out", str(tmp_path),
+                    "--max-commands-per-second", "2000", "--shards-per-partition", "1024",
+                    "--memory-sample-rate", "0", "--read-from", READ_FROM)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak = int(done.stdout.rsplit("highest rate ", 1)[1].split(" ")[0].replace(",", ""))
+    assert 1000 <= peak <= 2200, done.stdout
 
 
 async def test_progress_and_summary(snapshot: dict[str, Any]) -> None:
