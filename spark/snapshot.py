@@ -28,7 +28,7 @@ from mediator.settings import Settings
 from mediator.storage.target import parse
 from spark import progress, pseudonyms
 from spark.source.reader import ReadPlan
-from spark.source.redis_source import plan_partitions, source_for
+from spark.source.redis_source import ShardPartition, plan_partitions, source_for
 from spark.source.topology import Topology, discover
 from spark.tables.cluster import CLUSTER, book_totals, control_rows
 from spark.tables.columns import PARTITION_COLUMN, SCHEMA_VERSION, Table
@@ -36,6 +36,8 @@ from spark.tables.mailboxes import MAILBOXES
 from spark.tables.servers import SERVERS, server_rows
 
 JOB = "snapshot"
+TABLES = (MAILBOXES, SERVERS, CLUSTER)
+ROWS_PER_FILE = 250_000  # mailbox rows a Parquet file holds, about
 ID_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
@@ -66,94 +68,100 @@ class SnapshotResult:
 
 def run(options: SnapshotOptions) -> SnapshotResult:
     started = time.monotonic()
-    if options.read_from not in ("primary", "replica"):
-        raise ConfigError(f"--read-from is primary or replica, not {options.read_from!r}")
-    if not 0 <= options.memory_sample_rate <= 1:
-        raise ConfigError("--memory-sample-rate is a share between 0 and 1")
+    _check(options)
     target = parse(options.redis_url)
-    when = (
-        (options.snapshot_time or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(microsecond=0)
-    )
-    snapshot_id = when.strftime(ID_FORMAT)
+    when = (options.snapshot_time or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    when = when.replace(microsecond=0)
 
     progress.phase(JOB, f"discovering the servers of {target.redacted}")
     topology = discover(target, options.read_from)
-    reading = topology.reading()
-    read = {source.endpoint.address for _, source in reading}
+    read = {source.endpoint.address for _, source in topology.reading()}
     progress.phase(
         JOB,
         f"{target.mode.value}: {len(topology.primaries)} primaries, "
         f"{len(topology.servers) - len(topology.primaries)} replicas; reading from "
         + ", ".join(sorted(read)),
     )
+    if options.read_from == "replica" and read & {p.endpoint.address for p in topology.primaries}:
+        progress.phase(JOB, "a primary has no online replica: its shards are read from it")
     hash_key = _hash_key(topology, options.hash_key_file)
     now_ms = int(when.timestamp() * 1000)
     control = control_rows(topology, now_ms)
-    alive = _alive_nodes(topology, now_ms)
     servers = server_rows(topology, read)
-    if options.read_from == "replica" and read & {p.endpoint.address for p in topology.primaries}:
-        progress.phase(JOB, "a primary has no online replica: its shards are read from it")
-
-    plan = ReadPlan(hash_key, options.memory_sample_rate, frozenset(alive), _defaults())
+    plan = ReadPlan(
+        hash_key, options.memory_sample_rate, frozenset(_alive_nodes(topology, now_ms)),
+        _defaults(),
+    )  # fmt: skip
     partitions = plan_partitions(
         topology, plan, rate=options.max_commands_per_second,
         shards_per_partition=options.shards_per_partition,
     )  # fmt: skip
     progress.phase(JOB, f"reading {keys.SHARDS} shards in {len(partitions)} partitions")
     spark = _session(options)
-    source = source_for(partitions)
-    spark.dataSource.register(source)
-    rows = spark.read.format(source.name()).load().persist()
-    mailboxes = rows.filter(F.col("namespace").isNotNull()).select(*MAILBOXES.names)
-    stats = (
-        rows.filter(F.col("namespace").isNull())
-        .agg(
-            F.sum("partition_commands").alias("commands"),
-            F.max("partition_peak_rate").alias("peak"),
-        )
-        .first()
-    )
-    assert stats is not None
-    counts = {r["namespace"]: r["count"] for r in mailboxes.groupBy("namespace").count().collect()}
-    progress.phase(JOB, f"read {sum(counts.values()):,} mailboxes; writing the history")
     out = options.out.rstrip("/")
-    _write(_keyed(mailboxes, when), MAILBOXES, out)
-    rows.unpersist()
+    counts, sent, peak = _mailboxes(spark, partitions, when, out)
 
-    books = book_totals(topology, options.max_commands_per_second)
-    commands = int(stats["commands"] or 0) + len(servers) * 2 + keys.SHARDS * 2 + 8
-    seconds = time.monotonic() - started
+    books, book_reads = book_totals(topology, options.max_commands_per_second)
+    # The driver's own reads: identity, nodes, leases and layout, INFO of each server and
+    # the slot statistics of each cluster primary's ranges, and the books.
+    slot_ranges = sum(len(p.slots) for p in topology.primaries)
+    commands = sent + book_reads + 6 + len(servers) + slot_ranges
     lag = [s for s in servers if s["read"] and s["role"] == "replica"]
     common = {
-        "mode": target.mode.value,
-        **control,
-        "read_from": options.read_from,
+        "mode": target.mode.value, **control, "read_from": options.read_from,
         "memory_sample_rate": options.memory_sample_rate,
         "replica_lag_seconds": max(
             (s["replication_lag_seconds"] or 0.0 for s in lag), default=None
         ),
         "replica_lag_bytes": max((s["replication_lag_bytes"] or 0 for s in lag), default=None),
-        "commands": commands,
-        "peak_partition_rate": int(stats["peak"] or 0),
-        "duration_seconds": seconds,
+        "commands": commands, "peak_partition_rate": peak,
+        "duration_seconds": time.monotonic() - started,
         "hash_key_id": pseudonyms.key_id(hash_key),
-    }
+    }  # fmt: skip
     cluster = [
         {"namespace": ns, **books[ns], "rows": counts.get(ns, 0), **common}
         for ns in keys.NAMESPACES
     ]
     _write(_keyed(_frame(spark, SERVERS, servers), when), SERVERS, out)
     _write(_keyed(_frame(spark, CLUSTER, cluster), when), CLUSTER, out)
-    written = sum(
-        _bytes_under(
-            spark, f"{out}/{t.name}/{PARTITION_COLUMN}={when:%Y-%m-%d}/snapshot_id={snapshot_id}"
-        )
-        for t in (MAILBOXES, SERVERS, CLUSTER)
-    )
+    snapshot_id = when.strftime(ID_FORMAT)
+    where = f"{PARTITION_COLUMN}={when:%Y-%m-%d}/snapshot_id={snapshot_id}"
+    written = sum(_bytes_under(spark, f"{out}/{t.name}/{where}") for t in TABLES)
     return SnapshotResult(
         snapshot_id, sum(counts.values()), written, time.monotonic() - started, commands,
-        int(stats["peak"] or 0), len(partitions),
+        peak, len(partitions),
     )  # fmt: skip
+
+
+def _check(options: SnapshotOptions) -> None:
+    if options.read_from not in ("primary", "replica"):
+        raise ConfigError(f"--read-from is primary or replica, not {options.read_from!r}")
+    if not 0 <= options.memory_sample_rate <= 1:
+        raise ConfigError("--memory-sample-rate is a share between 0 and 1")
+
+
+def _mailboxes(
+    spark: SparkSession, partitions: list[ShardPartition], when: dt.datetime, out: str
+) -> tuple[dict[str, int], int, int]:
+    """Read the mailboxes in parallel and write them; rows per namespace, the commands the
+    partitions sent, and the most one sent within a second."""
+    source = source_for(partitions)
+    spark.dataSource.register(source)
+    rows = spark.read.format(source.name()).load().persist()
+    stats = (
+        rows.filter(F.col("namespace").isNull())
+        .agg(F.sum("partition_commands").alias("sent"), F.max("partition_peak_rate").alias("peak"))
+        .first()
+    )
+    assert stats is not None
+    mailboxes = rows.filter(F.col("namespace").isNotNull()).select(*MAILBOXES.names)
+    counts = {r["namespace"]: r["count"] for r in mailboxes.groupBy("namespace").count().collect()}
+    total = sum(counts.values())
+    progress.phase(JOB, f"read {total:,} mailboxes; writing the history")
+    files = max(1, min(len(partitions), total // ROWS_PER_FILE))
+    _write(_keyed(mailboxes.coalesce(files), when), MAILBOXES, out)
+    rows.unpersist()
+    return counts, int(stats["sent"] or 0), int(stats["peak"] or 0)
 
 
 def _session(options: SnapshotOptions) -> SparkSession:

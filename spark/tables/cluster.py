@@ -78,10 +78,11 @@ def control_rows(topology: Topology, now_ms: int) -> dict[str, Any]:
     }
 
 
-def book_totals(topology: Topology, rate: float) -> dict[str, dict[str, int]]:
+def book_totals(topology: Topology, rate: float) -> tuple[dict[str, dict[str, int]], int]:
     """The books' totals per namespace, summed over every shard, read where the mailboxes
-    are read (so a replica read leaves the primaries alone)."""
+    are read (so a replica read leaves the primaries alone); and the commands that took."""
     totals = {ns: dict.fromkeys(COUNTERS.values(), 0) for ns in keys.NAMESPACES}
+    sent = 0
     for primary, source in topology.reading():
         readonly = source is not primary and topology.mode.value == "cluster"
         wire = Wire(topology.auth.connect(source.endpoint), Pacer(rate), readonly=readonly)
@@ -92,10 +93,11 @@ def book_totals(topology: Topology, rate: float) -> dict[str, dict[str, int]]:
                 for ns in keys.NAMESPACES
             ]
             replies = wire.run(commands)
+            sent += wire.pacer.sent
         finally:
             wire.close()
         for (_, key, *_fields), reply in zip(commands, replies, strict=True):
             ns = key.rsplit(":", 1)[1]
             for name, value in zip(COUNTERS.values(), checked(reply), strict=True):
                 totals[ns][name] += int(value or 0)
-    return totals
+    return totals, sent
