@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
 
-.PHONY: install serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm
+.PHONY: install serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -60,3 +60,6 @@ bench: install
 
 bench-didcomm: install
 	$(PY) bench/didcomm_bench.py
+
+bench-capacity: install
+	$(PY) bench/capacity_bench.py

@@ -8,7 +8,7 @@ from collections import deque
 
 
 class Pacer:
-    def __init__(self, rate: float, *, clock: object = None) -> None:
+    def __init__(self, rate: float) -> None:
         self.rate = float(rate)
         self.sent = 0
         self.peak = 0  # most commands sent within one second
@@ -19,18 +19,18 @@ class Pacer:
         self._in_window = 0
 
     def take(self, n: int) -> None:
-        """Wait until the budget has room, then count `n` commands as sent. The reader keeps a
-        batch within a tenth of a second's budget, so no second sees much more than the rate;
-        a larger one is let through and paid off by waiting before the next."""
+        """Count `n` commands as sent once the budget has paid for them: a batch waits until
+        the commands before it and itself fit the rate, so no second sees more than the rate
+        and a tenth of it (the burst an idle moment may save up)."""
         if self.rate > 0:
             now = time.monotonic()
             self._tokens = min(self._burst, self._tokens + (now - self._last) * self.rate)
             self._last = now
+            self._tokens -= n
             if self._tokens < 0:
                 time.sleep(-self._tokens / self.rate)
                 self._tokens = 0.0
                 self._last = time.monotonic()
-            self._tokens -= n
         self._count(n)
 
     def correct(self, n: int) -> None:
