@@ -57,7 +57,10 @@ def load(spark: SparkSession, path: str, days: int) -> History:
             f"the history at {path} lacks its {', '.join(missing)} table: it was not written "
             "by `mediator capacity snapshot`, or only in part"
         )
-    frames = {t: _read(spark, path, t) for t in TABLES}
+    # The cluster table first: it vouches for a mailboxes table that holds no file yet (a
+    # deployment snapshotted before its first queue).
+    frames = {t: _read(spark, path, t) for t in ("cluster", "servers")}
+    frames["mailboxes"] = _read(spark, path, "mailboxes", empty_ok=local)
     inventory = {t: _inventory(f, t, path) for t, f in frames.items()}
     _check_versions(inventory, path)
     _check_complete(inventory, path)
@@ -83,8 +86,10 @@ def _window(dates: list[str], days: int) -> list[str]:
     return [d for d in dates if dt.date.fromisoformat(d) >= first]
 
 
-def _read(spark: SparkSession, path: str, table: str) -> DataFrame:
+def _read(spark: SparkSession, path: str, table: str, *, empty_ok: bool = False) -> DataFrame:
     where = f"{path.rstrip('/')}/{table}"
+    if empty_ok and not any(Path(where.removeprefix("file://")).rglob("*.parquet")):
+        return _frames(spark)[0]
     try:
         frame = spark.read.option("basePath", where).parquet(where)
     except Exception as e:
@@ -153,15 +158,20 @@ def _check_complete(inventory: dict[str, Snapshots], path: str) -> None:
             )
 
 
-def _empty(spark: SparkSession, path: str) -> History:
+def _frames(spark: SparkSession) -> list[DataFrame]:
+    """Empty mailboxes, servers and cluster frames with the history's columns."""
     keyed = [
         T.StructField("schema_version", T.IntegerType()),
         T.StructField("snapshot_time", T.TimestampType()),
         T.StructField(PARTITION_COLUMN, T.StringType()),
         T.StructField("snapshot_id", T.StringType()),
     ]
-    frames = [
+    return [
         spark.createDataFrame([], T.StructType(keyed + list(t.spark_schema.fields)))
         for t in (MAILBOXES, SERVERS, CLUSTER)
     ]
+
+
+def _empty(spark: SparkSession, path: str) -> History:
+    frames = _frames(spark)
     return History(path, frames[0], frames[1], frames[2], [], [], None, None)

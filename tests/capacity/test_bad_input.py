@@ -3,6 +3,7 @@ Java or Python stack trace as the only output."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from tests.capacity.scenario import capacity
 from tests.capacity.synthetic import write_history
+from tests.servers import start_binary_server
 
 
 def _fails_clearly(args: list[str], says: str, code: int | None = None) -> str:
@@ -59,7 +61,7 @@ def test_empty_and_corrupt_parquet(tmp_path: Path) -> None:
         (empty / table / "snapshot_date=2026-11-01" / "snapshot_id=20261101T000000Z").mkdir(
             parents=True
         )
-    _fails_clearly(_report(empty, tmp_path / "r1"), "cannot read the mailboxes table", 1)
+    _fails_clearly(_report(empty, tmp_path / "r1"), "cannot read the cluster table", 1)
 
     corrupt = tmp_path / "corrupt"
     write_history(corrupt, days=2, mailboxes=20)
@@ -91,3 +93,24 @@ def test_an_empty_history_is_reported_plainly(tmp_path: Path) -> None:
     assert "no snapshot yet" in done.stdout
     html = (tmp_path / "r" / "report.html").read_text()
     assert "no snapshot yet" in html
+
+
+def test_a_deployment_without_queues(tmp_path: Path) -> None:
+    """Snapshotted before its first wallet: no mailbox row, no identity yet (a key file
+    instead); the report reads it and says there is nothing to show rather than failing."""
+    server = start_binary_server(tmp_path / "redis")
+    try:
+        key = tmp_path / "pseudonym.key"
+        key.write_text("a-secret-of-more-than-16-bytes")
+        history = tmp_path / "h"
+        done = capacity("snapshot", "--redis-url", server.url, "--out", str(history),
+                        "--hash-key-file", str(key))  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "snapshot " in done.stdout and ": 0 mailboxes" in done.stdout
+        done = capacity(*_report(history, tmp_path / "r"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+        assert summary["history"]["snapshots"] == 1
+        assert summary["mailboxes"]["count"] == 0
+    finally:
+        server.stop()
