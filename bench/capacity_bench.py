@@ -65,12 +65,13 @@ from mqs_bench import (
     _base_env,
     _die_with_parent,
     _dist,
-    finish,
     fmt_rate,
-    machine,
     met,
     percentile,
     progress,
+    run_guarded,
+    run_main,
+    run_report,
 )
 from redis.asyncio import Redis
 from scale_bench import ScaleBench
@@ -1093,52 +1094,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def amain(args: argparse.Namespace) -> tuple[CapacityBench, dict[str, Any]]:
     bench = CapacityBench(args)
     started, loadavg = datetime.now(UTC), os.getloadavg()
-    try:
-        async with asyncio.timeout(RUN_TIMEOUT_S):
-            progress(
-                f"capacity run: {args.recipients:,} recipients, parts "
-                f"{[p for p in PARTS if p in args.only]}; load average {loadavg[0]:.2f} "
-                f"({os.cpu_count()} CPUs)"
-            )
-            await bench.run_parts()
-    except BaseException:
-        for p in bench.procs:
-            tail = p.log_tail(1500).strip()
-            if tail:
-                print(f"--- {p.name} log (last lines) ---\n{tail}", file=sys.stderr)
-        raise
-    finally:
-        await bench.stop()
-    report = {
-        "benchmark": "capacity",
-        "started": started.isoformat(timespec="seconds"),
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "seconds": (datetime.now(UTC) - started).total_seconds(),
-        "options": {k: v for k, v in vars(args).items() if k != "only"}
-        | {"only": sorted(args.only)},
-        "pinning": asdict(bench.pinning),
-        "mediator_key_seed": MEDIATOR_SEED,
-        "default_commands_per_second": DEFAULT_RATE,
-        "machine": machine(loadavg),
-        "results": bench.results,
-        "lines": bench.lines,
-        "errors": bench.errors,
-        "server_log_lines": bench.node_log_problems()[:200],
-    }
-    return bench, report
+    progress(
+        f"capacity run: {args.recipients:,} recipients, parts "
+        f"{[p for p in PARTS if p in args.only]}; load average {loadavg[0]:.2f} "
+        f"({os.cpu_count()} CPUs)"
+    )
+    await run_guarded(bench, bench.run_parts(), RUN_TIMEOUT_S)
+    return bench, run_report(
+        bench,
+        "capacity",
+        started,
+        loadavg,
+        mediator_key_seed=MEDIATOR_SEED,
+        default_commands_per_second=DEFAULT_RATE,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        bench, report = asyncio.run(amain(args))
-    except (BenchError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return finish(bench, report, "capacity")
+    return run_main(lambda: asyncio.run(amain(args)), "capacity", (BenchError, RuntimeError))
 
 
 if __name__ == "__main__":

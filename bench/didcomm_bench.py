@@ -66,7 +66,6 @@ from mqs_bench import (
     BenchError,
     Side,
     _dist,
-    finish,
     fmt_rate,
     machine,
     percentile,
@@ -510,15 +509,7 @@ async def amain(args: argparse.Namespace) -> tuple[DidcommBench, dict[str, Any]]
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        bench, report = asyncio.run(amain(args))
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return finish(bench, report, "didcomm")
+    return mqs_bench.run_main(lambda: asyncio.run(amain(args)), "didcomm")
 
 
 if __name__ == "__main__":

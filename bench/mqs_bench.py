@@ -1374,6 +1374,62 @@ async def amain(args: argparse.Namespace) -> tuple[Bench, dict[str, Any]]:
     return bench, report
 
 
+async def run_guarded(bench: Any, part: Awaitable[Any], limit_s: float) -> Any:
+    """Run a benchmark's parts within `limit_s` seconds; on a failure show each process's last log
+    lines; stop everything it started either way."""
+    try:
+        async with asyncio.timeout(limit_s):
+            return await part
+    except BaseException:
+        for p in bench.procs:
+            tail = p.log_tail(1500).strip()
+            if tail:
+                print(f"--- {p.name} log (last lines) ---\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        await bench.stop()
+
+
+def run_report(
+    bench: Any, kind: str, started: datetime, loadavg: tuple[float, float, float],
+    **extra: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """The report a long benchmark (scale, capacity) writes: its options, pinning, machine,
+    results and what went wrong, with `extra` fields of its own."""
+    args = bench.args
+    return {
+        "benchmark": kind,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seconds": (datetime.now(UTC) - started).total_seconds(),
+        "options": {k: v for k, v in vars(args).items() if k != "only"}
+        | {"only": sorted(args.only)},
+        "pinning": asdict(bench.pinning),
+        **extra,
+        "machine": machine(loadavg),
+        "results": bench.results,
+        "lines": bench.lines,
+        "errors": bench.errors,
+        "server_log_lines": bench.node_log_problems()[:200],
+    }
+
+
+def run_main(
+    runner: Callable[[], tuple[Any, dict[str, Any]]], prefix: str,
+    failures: tuple[type[BaseException], ...] = (BenchError,),
+) -> int:  # fmt: skip
+    """A benchmark's exit status: `finish`'s, 2 for a failure it names, 130 interrupted."""
+    try:
+        bench, report = runner()
+    except failures as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return finish(bench, report, prefix)
+
+
 def machine(loadavg_before: tuple[float, float, float]) -> dict[str, Any]:
     """What a report says of the machine it ran on."""
     return {

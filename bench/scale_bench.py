@@ -57,11 +57,12 @@ from mqs_bench import (
     Bench,
     BenchError,
     Proc,
-    finish,
     fmt_rate,
-    machine,
     pinned,
     progress,
+    run_guarded,
+    run_main,
+    run_report,
 )
 from redis.asyncio import Redis
 from scale_redis import (
@@ -766,50 +767,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def amain(args: argparse.Namespace) -> tuple[ScaleBench, dict[str, Any]]:
     bench = ScaleBench(args)
     started, loadavg = datetime.now(UTC), os.getloadavg()
-    try:
-        async with asyncio.timeout(RUN_TIMEOUT_S):
-            progress(
-                f"scale run: {args.recipients:,} recipients, parts {sorted(args.only)}; load "
-                f"average {loadavg[0]:.2f} ({os.cpu_count()} CPUs)"
-            )
-            await bench.run_parts()
-    except BaseException:
-        for p in bench.procs:
-            tail = p.log_tail(1500).strip()
-            if tail:
-                print(f"--- {p.name} log (last lines) ---\n{tail}", file=sys.stderr)
-        raise
-    finally:
-        await bench.stop()
-    report = {
-        "benchmark": "scale",
-        "started": started.isoformat(timespec="seconds"),
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "seconds": (datetime.now(UTC) - started).total_seconds(),
-        "options": {k: v for k, v in vars(args).items() if k != "only"}
-        | {"only": sorted(args.only)},
-        "pinning": asdict(bench.pinning),
-        "mediator_key_seed": MEDIATOR_SEED,
-        "machine": machine(loadavg),
-        "results": bench.results,
-        "lines": bench.lines,
-        "errors": bench.errors,
-        "server_log_lines": bench.node_log_problems()[:200],
-    }
-    return bench, report
+    progress(
+        f"scale run: {args.recipients:,} recipients, parts {sorted(args.only)}; load "
+        f"average {loadavg[0]:.2f} ({os.cpu_count()} CPUs)"
+    )
+    await run_guarded(bench, bench.run_parts(), RUN_TIMEOUT_S)
+    return bench, run_report(bench, "scale", started, loadavg, mediator_key_seed=MEDIATOR_SEED)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        bench, report = asyncio.run(amain(args))
-    except (BenchError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return finish(bench, report, "scale")
+    return run_main(lambda: asyncio.run(amain(args)), "scale", (BenchError, RuntimeError))
 
 
 if __name__ == "__main__":
