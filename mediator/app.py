@@ -30,6 +30,7 @@ from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
+from mediator.ops import cluster_state
 from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
 from mediator.protocols.context import Services
@@ -62,9 +63,16 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     m: Metrics = request.app.state.metrics
     engine: Engine = request.app.state.engine
+    partitions = request.app.state.settings.worker_partitions
     m.waiters.set(request.app.state.mqs.hub.waiter_count())
-    with contextlib.suppress(*STORAGE_ERRORS):
-        await m.refresh_queue_totals(engine.redis, request.app.state.settings.worker_partitions)
+    answered = False
+    with contextlib.suppress(*STORAGE_ERRORS):  # TimeoutError is an OSError
+        await m.refresh_queue_totals(engine.redis, partitions)
+        m.set_cluster_state(
+            await cluster_state.read(request.app.state.backend, partitions), partitions
+        )
+        answered = True
+    m.ready.set(1 if answered and not request.app.state.drain.draining else 0)
     return PlainTextResponse(m.render(), media_type="text/plain; version=0.0.4")
 
 
@@ -117,6 +125,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         await hub.start()
         await presence.start()
         app.state.engine = engine
+        app.state.backend = backend
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
         identity = await load_identity(redis, settings.key_seed)
         mailbox = Mailbox(engine, settings, metrics_, routed=backend.mode is not Mode.CLUSTER)

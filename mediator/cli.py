@@ -144,7 +144,11 @@ def worker(check: bool, **options: Any) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     logs.configure(settings.log_level, settings.resolved_node_id)
-    asyncio.run(_run_worker(settings))
+    try:
+        asyncio.run(_run_worker(settings))
+    except MediatorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 @main.command()
@@ -260,6 +264,7 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
 async def _run_worker(settings: Settings) -> None:
     from mediator.engine import Engine, keys, layout
     from mediator.mediation.mailbox import defaults as mailbox_defaults
+    from mediator.ops.metrics import Metrics
     from mediator.storage.clients import Backend
     from mediator.storage.durability import Durability
     from workers.runner import Worker
@@ -275,7 +280,11 @@ async def _run_worker(settings: Settings) -> None:
         confirmed=durability,
         defaults={keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings)},
     )
-    worker = Worker(settings, redis, engine)
+    metrics = Metrics(worker=True)
+    endpoint = (
+        metrics.serve(settings.worker_metrics_listen) if settings.worker_metrics_listen else None
+    )
+    worker = Worker(settings, redis, engine, metrics=metrics)
     task = asyncio.create_task(worker.run(), name="worker")
 
     def stop() -> None:
@@ -287,6 +296,8 @@ async def _run_worker(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop)
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    if endpoint is not None:
+        endpoint.shutdown()
     await backend.aclose()
 
 

@@ -171,6 +171,15 @@ class Settings:
         default="/tmp/mediator-worker.health",
         metadata=_opt("File the worker touches on every healthy tick; read by --check."),
     )
+    worker_metrics_listen: str = field(
+        default="",
+        metadata=_opt(
+            "HOST:PORT where a standalone worker serves its Prometheus /metrics (upkeeps, "
+            "audit, push retries, leases held; empty: none). A node's in-process worker "
+            "counts in the node's own /metrics.",
+            scope="worker",
+        ),
+    )
     log_level: str = field(default="info", metadata=_opt("debug, info, warning or error."))
 
     # ------------------------------------------------------------------ DIDComm

@@ -28,6 +28,7 @@ from mediator.app import create_app
 from mediator.embedded import free_port
 from mediator.settings import Settings, env_name, settings_fields
 from tests.mqs_client import create, queue_headers, send
+from tests.scrape import value as _value
 from tests.servers import Node, RedisUnderTest, start_binary_server
 
 METRICS_DB = 5
@@ -143,14 +144,6 @@ def test_healthz_does_not_need_redis_and_readyz_follows_it(tmp_path: Path):
 
 def _families(text: str) -> dict[str, list]:
     return {f.name: f.samples for f in text_string_to_metric_families(text)}
-
-
-def _value(text: str, sample_name: str, **labels: str) -> float | None:
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return float(s.value)
-    return None
 
 
 @pytest.fixture(scope="module")

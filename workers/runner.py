@@ -60,7 +60,7 @@ class Worker:
         self.metrics = metrics
         # Push retries of the shards it holds; a node's worker shares the node's pusher.
         self.pusher = pusher or Pusher(
-            redis, MediationStore(redis), Mailbox(engine, settings), settings
+            redis, MediationStore(redis), Mailbox(engine, settings), settings, metrics
         )
         self._own_pusher = pusher is None
         self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
@@ -129,6 +129,8 @@ class Worker:
         seconds, micros = await self.redis.time()
         self._clock_offset_ms = int(seconds) * 1000 + int(micros) / 1000 - time.time() * 1000
         gained, lost = await self.leases.balance()
+        if self.metrics is not None:
+            self.metrics.leases.set(len(self.owned))
         for partition in lost:
             self._heads_polled.pop(partition, None)
             self.audit.forget(partition)
@@ -142,6 +144,8 @@ class Worker:
             await asyncio.wait_for(self.leases.release(), RELEASE_SECONDS)
         except (TimeoutError, *STORAGE_ERRORS):  # type: ignore[misc]
             pass  # they run out by themselves
+        if self.metrics is not None:
+            self.metrics.leases.set(0)
 
     # ----------------------------------------------------------------- due work
 

@@ -2,35 +2,48 @@
 
 Request counters are kept by this process. Queue totals come from the workers' partition
 summaries (workers/totals.py), which sum the counters the scripts keep per shard: a scrape
-costs one read per partition whatever the number of queues.
+costs one read per partition whatever the number of queues. The deployment's figures (Redis
+memory, workers and their leases) are read at scrape time (mediator/ops/cluster_state.py).
+
+A standalone worker serves only its own counters (`Metrics(worker=True)`): upkeeps, audit,
+push retries and the leases it holds.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     disable_created_metrics,
     generate_latest,
+    start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from mediator.engine.books import EVENTS, read_summaries
+from mediator.errors import ConfigError
+from mediator.ops.cluster_state import ClusterState
 from mediator.storage.clients import RedisClient
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, worker: bool = False) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, resident memory
+        # A worker's registry holds only what a worker counts; the node's figures are made
+        # for it all the same (unregistered), so that the code that sets them runs anywhere.
+        shared = self.registry
+        r = None if worker else self.registry
         self.requests = Counter(
             "mediator_http_requests",
             "HTTP requests answered, by route template, method and status.",
@@ -74,17 +87,18 @@ class Metrics:
             registry=r,
         )
         self.events = _EventsCollector()
-        r.register(self.events)
+        if r is not None:
+            r.register(self.events)
         self.upkeeps = Counter(
             "mediator_worker_upkeeps",
             "Schedule entries (queue upkeep, push retries, forwarding expiry) this process's "
             "worker ran.",
-            registry=r,
+            registry=shared,
         )
         self.audited = Counter(
             "mediator_worker_audited_queues",
             "Queues this process's worker checked in its audit.",
-            registry=r,
+            registry=shared,
         )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self.waiters = Gauge(
@@ -113,7 +127,7 @@ class Metrics:
             "Queued messages pushed to recipients' own endpoints, by outcome (delivered: the "
             "endpoint answered 2xx; failed: kept queued and retried with backoff).",
             ["outcome"],
-            registry=r,
+            registry=shared,
         )
         self.confirmations = Counter(
             "mediator_send_confirmations",
@@ -125,6 +139,45 @@ class Metrics:
         self.websockets = Gauge(
             "mediator_websockets", "DIDComm WebSockets open on this node.", registry=r
         )
+        self.leases = Gauge(
+            "mediator_worker_leases",
+            "Upkeep partitions this process's worker holds a lease on.",
+            registry=shared,
+        )
+        self.ready = Gauge(
+            "mediator_ready",
+            "1 while this node answers /readyz with 200 (not draining, Redis answers), else 0.",
+            registry=r,
+        )
+        self.redis_used = Gauge(
+            "mediator_redis_used_memory_bytes",
+            "Memory each Redis primary uses (INFO used_memory), read at scrape time.",
+            ["server"],
+            registry=r,
+        )
+        self.redis_max = Gauge(
+            "mediator_redis_maxmemory_bytes",
+            "Each Redis primary's maxmemory (0: no limit), read at scrape time.",
+            ["server"],
+            registry=r,
+        )
+        self.partitions = Gauge(
+            "mediator_worker_partitions",
+            "Upkeep partitions configured (MEDIATOR_WORKER_PARTITIONS).",
+            registry=r,
+        )
+        self.partitions_leased = Gauge(
+            "mediator_worker_partitions_leased",
+            "Upkeep partitions a live worker holds a lease on, in the whole deployment; the "
+            "others get no upkeep until a worker takes them.",
+            registry=r,
+        )
+        self.workers = Gauge(
+            "mediator_workers",
+            "Live workers in the whole deployment (in-process ones included).",
+            registry=r,
+        )
+        self._servers: set[str] = set()
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Counts a request; label children are looked up once per label set."""
@@ -158,8 +211,32 @@ class Metrics:
         self.stats_age.set(0 if stalest is None else max(0, now_ms - stalest) / 1000)
         self.summaries_missing.set(missing)
 
+    def set_cluster_state(self, state: ClusterState, partitions: int) -> None:
+        self.partitions.set(partitions)
+        self.partitions_leased.set(state.partitions_leased)
+        self.workers.set(state.workers)
+        seen = {m.server for m in state.memory}
+        for gone in self._servers - seen:  # a primary replaced after a failover
+            self.redis_used.remove(gone)
+            self.redis_max.remove(gone)
+        self._servers = seen
+        for m in state.memory:
+            self.redis_used.labels(m.server).set(m.used_bytes)
+            self.redis_max.labels(m.server).set(m.max_bytes)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def serve(self, listen: str) -> WSGIServer:
+        """Serve /metrics on HOST:PORT from a thread (a standalone worker's endpoint)."""
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"--worker-metrics-listen wants HOST:PORT, not {listen!r}")
+        try:
+            server, _ = start_http_server(int(port), host.strip("[]") or "0.0.0.0", self.registry)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve metrics on {listen}: {exc}") from exc
+        return server
 
 
 class _EventsCollector(Collector):
