@@ -187,9 +187,11 @@ async def test_metrics_use_route_templates_and_never_queue_names(metrics_node: N
             assert name in families, name
         for ns in ("mqs", "didcomm"):
             for state in ("visible", "in_flight", "delayed"):
-                value = _value(first.text, "mediator_queue_messages", namespace=ns, state=state)
+                value = _value(
+                    first.text, "mediator_queue_messages", queue_namespace=ns, state=state
+                )
                 assert value is not None, (ns, state)
-        queues_before = _value(first.text, "mediator_queues", namespace="mqs") or 0
+        queues_before = _value(first.text, "mediator_queues", queue_namespace="mqs") or 0
 
         await create(http, qname, visibility=60)
         ids = [await send(http, qname, b"m%d" % i) for i in range(3)]
@@ -202,21 +204,25 @@ async def test_metrics_use_route_templates_and_never_queue_names(metrics_node: N
         # The totals follow within MEDIATOR_STATS_SECONDS (1 s here).
         def acked(t: str) -> float | None:
             return _value(
-                t, "mediator_queue_message_events_total", namespace="mqs", event="acknowledged"
+                t,
+                "mediator_queue_message_events_total",
+                queue_namespace="mqs",
+                event="acknowledged",
             )
 
         text = await _scrape_until(
             http,
             lambda t: (
-                _value(t, "mediator_queues", namespace="mqs") == queues_before + 1 and acked(t) == 1
+                _value(t, "mediator_queues", queue_namespace="mqs") == queues_before + 1
+                and acked(t) == 1
             ),
         )
         # Leave the database empty: the next test counts exactly.
         assert (await http.delete(f"/queues/{qname}")).status_code == 200
 
-    assert _value(text, "mediator_queues", namespace="mqs") == queues_before + 1
+    assert _value(text, "mediator_queues", queue_namespace="mqs") == queues_before + 1
     events = {
-        e: _value(text, "mediator_queue_message_events_total", namespace="mqs", event=e)
+        e: _value(text, "mediator_queue_message_events_total", queue_namespace="mqs", event=e)
         for e in ("added", "delivered", "acknowledged")
     }
     assert events == {"added": 3, "delivered": 1, "acknowledged": 1}, events
@@ -254,22 +260,24 @@ async def test_message_gauges_follow_the_workers_summaries(metrics_node: Node):
         ids = [await send(http, qname, b"m%d" % i) for i in range(3)]
 
         def visible(t: str) -> float | None:
-            return _value(t, "mediator_queue_messages", namespace="mqs", state="visible")
+            return _value(t, "mediator_queue_messages", queue_namespace="mqs", state="visible")
 
         text = await _scrape_until(http, lambda t: visible(t) == 3)
         stats_age = _value(text, "mediator_queue_stats_age_seconds")
         assert visible(text) == 3, f"visible gauge not refreshed; stats age {stats_age} s"
-        assert _value(text, "mediator_queue_messages", namespace="mqs", state="in_flight") == 0
-        assert _value(text, "mediator_queue_messages", namespace="mqs", state="delayed") == 0
-        assert _value(text, "mediator_queues", namespace="mqs") == 1
-        oldest = _value(text, "mediator_queue_oldest_message_age_seconds", namespace="mqs")
+        assert (
+            _value(text, "mediator_queue_messages", queue_namespace="mqs", state="in_flight") == 0
+        )
+        assert _value(text, "mediator_queue_messages", queue_namespace="mqs", state="delayed") == 0
+        assert _value(text, "mediator_queues", queue_namespace="mqs") == 1
+        oldest = _value(text, "mediator_queue_oldest_message_age_seconds", queue_namespace="mqs")
         assert oldest is not None and 0 < oldest < 60
 
         got = await http.get(f"/messages/{qname}", headers={"X-MQS-MAX-MESSAGES": "1"})
         assert got.status_code == 200 and got.headers["X-MQS-MESSAGE-ID"] in ids
 
         def in_flight(t: str) -> float | None:
-            return _value(t, "mediator_queue_messages", namespace="mqs", state="in_flight")
+            return _value(t, "mediator_queue_messages", queue_namespace="mqs", state="in_flight")
 
         text = await _scrape_until(http, lambda t: in_flight(t) == 1)
         assert in_flight(text) == 1

@@ -295,11 +295,13 @@ async def test_nothing_due_means_no_upkeep(scale: Scale, sockets: list[ClientCon
 async def test_metrics_totals_equal_a_recount(scale: Scale) -> None:
     counted = (await recount(scale.redis, range(keys.SHARDS)))["didcomm"]
     expected = {
-        'mediator_queues{namespace="didcomm"}': counted.values["q"],
-        'mediator_queue_messages{namespace="didcomm",state="visible"}': counted.visible,
-        'mediator_queue_messages{namespace="didcomm",state="in_flight"}': counted.values["fl"],
-        'mediator_queue_messages{namespace="didcomm",state="delayed"}': counted.values["d"],
-        'mediator_queue_bytes{namespace="didcomm"}': counted.values["b"],
+        'mediator_queues{queue_namespace="didcomm"}': counted.values["q"],
+        'mediator_queue_messages{queue_namespace="didcomm",state="visible"}': counted.visible,
+        'mediator_queue_messages{queue_namespace="didcomm",state="in_flight"}': counted.values[
+            "fl"
+        ],
+        'mediator_queue_messages{queue_namespace="didcomm",state="delayed"}': counted.values["d"],
+        'mediator_queue_bytes{queue_namespace="didcomm"}': counted.values["b"],
     }
 
     def shown(m: dict[str, float]) -> dict[str, float]:

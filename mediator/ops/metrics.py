@@ -58,21 +58,27 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 65),
         )
         self.queues = Gauge(
-            "mediator_queues", "Queues, by namespace (mqs, didcomm).", ["namespace"], registry=r
+            "mediator_queues",
+            "Queues, by queue namespace (mqs, didcomm).",
+            ["queue_namespace"],
+            registry=r,
         )
         self.messages = Gauge(
             "mediator_queue_messages",
-            "Messages in all queues, by namespace and state (visible, in_flight, delayed).",
-            ["namespace", "state"],
+            "Messages in all queues, by queue namespace and state (visible, in_flight, delayed).",
+            ["queue_namespace", "state"],
             registry=r,
         )
         self.bytes = Gauge(
-            "mediator_queue_bytes", "Body bytes held in all queues.", ["namespace"], registry=r
+            "mediator_queue_bytes",
+            "Body bytes held in all queues.",
+            ["queue_namespace"],
+            registry=r,
         )
         self.oldest = Gauge(
             "mediator_queue_oldest_message_age_seconds",
             "Age of the oldest stored message of any queue (0 when none is stored).",
-            ["namespace"],
+            ["queue_namespace"],
             registry=r,
         )
         self.stats_age = Gauge(
@@ -248,10 +254,10 @@ class _EventsCollector(Collector):
     def collect(self) -> Any:
         family = CounterMetricFamily(
             "mediator_queue_message_events",
-            "Messages of all queues since they were created, by namespace and event (added, "
+            "Messages of all queues since they were created, by queue namespace and event (added, "
             "delivered: handed out, re-offers included; acknowledged: deleted by id; expired; "
             "dead_lettered; dropped with a deleted queue).",
-            labels=["namespace", "event"],
+            labels=["queue_namespace", "event"],
         )
         for (ns, event), value in sorted(self.values.items()):
             family.add_metric([ns, event], value)
