@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mediator.errors import ConfigError
+
 ENV_PREFIX = "MEDIATOR_"
 
 
@@ -429,6 +431,38 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> Settings:
+        """The settings the MEDIATOR_* variables give, as `mediator serve` reads them: for
+        tools that take no settings flags of their own (the capacity jobs)."""
+        environ = dict(os.environ) if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(env_name(f.name))
+            if raw is not None:
+                values[f.name] = _convert(f.name, str(f.type), raw)
+        return cls(**values)
+
+
+_TRUE = {"1", "true", "t", "yes", "y", "on"}
+_FALSE = {"0", "false", "f", "no", "n", "off", ""}
+
+
+def _convert(name: str, kind: str, raw: str) -> Any:
+    try:
+        if kind == "bool":
+            word = raw.strip().lower()
+            if word not in _TRUE | _FALSE:
+                raise ValueError(raw)
+            return word in _TRUE
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{env_name(name)}={raw!r} is not a valid {kind}") from None
+    return raw
 
 
 def env_name(field_name: str) -> str:

@@ -179,7 +179,7 @@ def _hash_key(topology: Topology, path: str | None) -> bytes:
         if len(key) < 16:
             raise ConfigError(f"{path}: a pseudonym key needs at least 16 bytes")
         return key
-    seed = Settings().key_seed
+    seed = Settings.from_environment().key_seed
     if not seed:
         client = topology.control()
         try:
@@ -211,7 +211,7 @@ def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
 def _defaults() -> dict[str, tuple[tuple[str, str], ...]]:
     """The settings DIDComm mailboxes keep out of their hashes: the operator's, from the
     same MEDIATOR_* environment the nodes read."""
-    settings = Settings()
+    settings = Settings.from_environment()
     config = QueueLimits.defaults(settings).to_config(settings)
     fields = config.to_fields(keys.DIDCOMM_NAMESPACE)[0]
     return {keys.DIDCOMM_NAMESPACE: tuple(sorted(fields.items()))}

@@ -1,0 +1,86 @@
+{{/*
+Checks of values that the schema cannot express. Every failed check adds a sentence; the render
+fails once, listing all of them.
+*/}}
+{{- define "mediator.validateValues" -}}
+{{- $messages := list -}}
+{{- $messages = append $messages (include "mediator.validate.redisUrl" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.redisPassword" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.gracePeriod" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.preStopAction" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.configSecrets" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.capacity" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.autoscaling" . | trim) -}}
+{{- $messages = without $messages "" -}}
+{{- if $messages -}}
+{{- printf "\nVALUES VALIDATION:\n%s" (join "\n" $messages) | fail -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.redisUrl" -}}
+{{- $redis := .Values.redis -}}
+{{- if and $redis.existingSecretUrlKey (not $redis.existingSecret) -}}
+redis.existingSecretUrlKey: names a key of redis.existingSecret, which is not set.
+{{- else if not (and $redis.existingSecret $redis.existingSecretUrlKey) -}}
+{{- if not $redis.url -}}
+redis.url: the nodes need a Redis, and none is given. Set redis.url (e.g. redis://my-redis-master:6379/0, redis+sentinel://my-redis:26379/mymaster or redis+cluster://my-redis-cluster:6379), or redis.existingSecret with redis.existingSecretUrlKey.
+{{- else if not (regexMatch "^(rediss?(\\+(sentinel|cluster))?|unix)://" $redis.url) -}}
+redis.url: {{ $redis.url | quote }} is not a Redis URL: it must start with redis://, rediss://, redis+sentinel://, redis+cluster:// (rediss+… for TLS) or unix://.
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.redisPassword" -}}
+{{- $redis := .Values.redis -}}
+{{- $fromSecret := and $redis.existingSecret (not $redis.existingSecretUrlKey) -}}
+{{- if and $redis.password $redis.existingSecret -}}
+redis.password and redis.existingSecret: give the password one way only.
+{{- else if and (or $redis.password $fromSecret) (contains "@" $redis.url) -}}
+redis.url: holds user info (…@host) while the password comes from {{ ternary "redis.existingSecret" "redis.password" (not (empty $redis.existingSecret)) }}; give the URL without it (the user goes in redis.username).
+{{- else if and (or $redis.password $fromSecret) (hasPrefix "unix://" $redis.url) -}}
+redis.url: a unix:// URL cannot carry a password here; pods reach Redis over TCP (redis://).
+{{- else if and $redis.password (not (regexMatch "^[A-Za-z0-9._~-]+$" $redis.password)) -}}
+redis.password: goes into the URL as it is, so it may hold only letters, digits and . _ ~ - (Bitnami's generated passwords do).
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.gracePeriod" -}}
+{{- $node := .Values.node -}}
+{{- $needed := addf $node.preStopSeconds $node.drainSeconds 5 -}}
+{{- if lt (float64 $node.terminationGracePeriodSeconds) $needed -}}
+node.terminationGracePeriodSeconds: {{ $node.terminationGracePeriodSeconds }} is too short: Kubernetes kills a node after it, so it must be at least node.preStopSeconds ({{ $node.preStopSeconds }}) + node.drainSeconds ({{ $node.drainSeconds }}) + 5 s of margin = {{ $needed }}; raise it or shorten the drain.
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.preStopAction" -}}
+{{- if not (has .Values.node.preStopAction (list "sleep" "exec")) -}}
+node.preStopAction: {{ .Values.node.preStopAction | quote }} is neither "sleep" nor "exec".
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.configSecrets" -}}
+{{- $secret := list "KEY_SEED" "API_TOKENS" "REDIS_URL" -}}
+{{- range $name, $_ := .Values.config.extra -}}
+{{- if has (upper $name | trimPrefix "MEDIATOR_") $secret -}}
+config.extra.{{ $name }}: is a secret and would land in the ConfigMap; use auth.keySeed, auth.apiTokens, redis.url with redis.password, or their existingSecret values.
+{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.capacity" -}}
+{{- $capacity := .Values.capacity -}}
+{{- if $capacity.enabled -}}
+{{- if and $capacity.report.enabled (not $capacity.persistence.enabled) -}}
+capacity.report.enabled: the report writes report.html to the volume, so it needs capacity.persistence.enabled (or turn the report off).
+{{- else if and (not $capacity.persistence.enabled) (not $capacity.historyUrl) -}}
+capacity.persistence.enabled: without a volume the snapshots need capacity.historyUrl (an object store) to write to.
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.autoscaling" -}}
+{{- $hpa := .Values.node.autoscaling -}}
+{{- if and $hpa.enabled (gt (int $hpa.minReplicas) (int $hpa.maxReplicas)) -}}
+node.autoscaling.minReplicas ({{ $hpa.minReplicas }}) is above node.autoscaling.maxReplicas ({{ $hpa.maxReplicas }}).
+{{- end -}}
+{{- end -}}

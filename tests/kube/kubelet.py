@@ -1,0 +1,312 @@
+"""Rendered pod specs run as a kubelet would run them, here, without a cluster.
+
+What a kubelet does and this does too: the container's command is the image's entrypoint
+unless `command` replaces it, its arguments the image's CMD unless `args` replaces them; the
+environment is built from `envFrom` (ConfigMaps and Secrets, with their prefix), then `env`
+in order (`value` with `$(VAR)` references to what came before, `valueFrom` a ConfigMap or
+Secret key or a field of the pod); probes are HTTP GETs against the pod's address or exec
+commands run with the container's environment; stopping runs the `preStop` hook, then
+SIGTERM, then SIGKILL when `terminationGracePeriodSeconds` is up.
+
+Where this differs from a node, and why:
+- a pod gets its own network namespace there; here each pod gets a loopback address of its
+  own (127.0.0.N), and "all addresses" (`0.0.0.0`) in its variables and arguments means
+  that one, so two pods can both listen on 8080;
+- volumes are folders of the test's: a path under a volume's mountPath, in an argument or
+  a variable, is rewritten to that folder (emptyDir and PVC alike);
+- the image's files are the test's virtual environment: `/opt/mediator/bin/<tool>` runs
+  `<venv>/bin/<tool>`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+IMAGE_ROOT = "/opt/mediator/bin/"
+VENV_BIN = Path(sys.executable).parent
+# The image's ENTRYPOINT and CMD (deploy/Containerfile); `args` of a pod spec replace CMD.
+ENTRYPOINT = ["/opt/mediator/bin/mediator"]
+CMD = ["serve", "--host", "0.0.0.0"]
+
+Doc = dict[str, Any]
+
+
+def by_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d and d.get("kind") == kind]
+
+
+def named(docs: list[Doc], kind: str, name: str) -> Doc:
+    for d in by_kind(docs, kind):
+        if d["metadata"]["name"] == name:
+            return d
+    raise KeyError(f"no {kind} {name} in the render")
+
+
+def pod_template(workload: Doc) -> Doc:
+    """The pod template of a Deployment, or of a CronJob's Job."""
+    spec = workload["spec"]
+    if workload["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    return dict(spec["template"])
+
+
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(value: str, known: dict[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion: known names replaced, `$$` escapes, others kept."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return known.get(m.group(1), m.group(0))
+
+    return _REFERENCE.sub(one, value)
+
+
+@dataclass
+class Cluster:
+    """The objects pods read their configuration from (one namespace)."""
+
+    docs: list[Doc]
+    namespace: str = "default"
+
+    def config_map(self, name: str) -> dict[str, str]:
+        return dict(named(self.docs, "ConfigMap", name).get("data") or {})
+
+    def secret(self, name: str) -> dict[str, str]:
+        doc = named(self.docs, "Secret", name)
+        out = {k: base64.b64decode(v).decode() for k, v in (doc.get("data") or {}).items()}
+        out.update(doc.get("stringData") or {})
+        return out
+
+
+@dataclass
+class Container:
+    pod: Pod
+    spec: Doc
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path = field(default_factory=lambda: Path(tempfile.mkstemp(suffix=".log")[1]))
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    # ------------------------------------------------------------------ environment
+
+    def environment(self) -> dict[str, str]:
+        cluster, env = self.pod.cluster, {}
+        for source in self.spec.get("envFrom") or []:
+            prefix = source.get("prefix", "")
+            if "configMapRef" in source:
+                data = cluster.config_map(source["configMapRef"]["name"])
+            else:
+                data = cluster.secret(source["secretRef"]["name"])
+            env.update({prefix + k: v for k, v in data.items()})
+        for var in self.spec.get("env") or []:
+            if "value" in var:
+                env[var["name"]] = expand(str(var["value"]), env)
+            elif "valueFrom" in var:
+                env[var["name"]] = self._value_from(var["valueFrom"])
+        return env
+
+    def _value_from(self, source: Doc) -> str:
+        cluster = self.pod.cluster
+        if "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            return cluster.secret(ref["name"])[ref["key"]]
+        if "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            return cluster.config_map(ref["name"])[ref["key"]]
+        if "fieldRef" in source:
+            path = source["fieldRef"]["fieldPath"]
+            fields = {
+                "metadata.name": self.pod.name,
+                "metadata.namespace": cluster.namespace,
+                "status.podIP": self.pod.ip,
+                "spec.nodeName": "node-1",
+            }
+            return fields[path]
+        raise ValueError(f"valueFrom {source} is not supported here")
+
+    def process_env(self) -> dict[str, str]:
+        """What the process gets: the container's variables, paths moved to the pod's
+        volumes, the pod's own address to listen on, and the host's PATH to run."""
+        env = {k: self.pod.local(v) for k, v in self.environment().items()}
+        keep = ("PATH", "LANG", "JAVA_HOME", "PYTHONPATH", "CI")
+        env.update({k: os.environ[k] for k in keep if k in os.environ})
+        return env
+
+    # ------------------------------------------------------------------ command
+
+    def argv(self, env: dict[str, str] | None = None) -> list[str]:
+        env = self.environment() if env is None else env
+        command = self.spec.get("command") or ENTRYPOINT
+        args = (
+            self.spec.get("args")
+            if "args" in self.spec
+            else ([] if self.spec.get("command") else CMD)
+        )
+        words = [expand(str(w), env) for w in [*command, *(args or [])]]
+        return [self.pod.local(w) for w in [self._executable(words[0]), *words[1:]]]
+
+    @staticmethod
+    def _executable(path: str) -> str:
+        if path.startswith(IMAGE_ROOT):
+            return str(VENV_BIN / path[len(IMAGE_ROOT) :])
+        return path
+
+    def start(self) -> None:
+        env = self.process_env()
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv(self.environment()), env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    # ------------------------------------------------------------------ probes
+
+    def probe(self, kind: str) -> bool:
+        spec = self.spec.get(kind)
+        assert spec, f"{self.name} has no {kind}"
+        timeout = float(spec.get("timeoutSeconds", 1))
+        if "httpGet" in spec:
+            get = spec["httpGet"]
+            url = f"http://{self.pod.ip}:{self.port(get['port'])}{get.get('path', '/')}"
+            try:
+                return 200 <= httpx.get(url, timeout=timeout).status_code < 400
+            except httpx.HTTPError:
+                return False
+        if "exec" in spec:
+            env = self.process_env()
+            argv = [self.pod.local(expand(w, env)) for w in spec["exec"]["command"]]
+            argv[0] = self._executable(argv[0])
+            try:
+                done = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return done.returncode == 0
+        raise ValueError(f"{kind} {spec} is not supported here")
+
+    def port(self, port: int | str) -> int:
+        if isinstance(port, int):
+            return port
+        for p in self.spec.get("ports") or []:
+            if p.get("name") == port:
+                return int(p["containerPort"])
+        raise KeyError(f"{self.name} has no port named {port}")
+
+    def wait_until(self, kind: str, within: float) -> float:
+        """Run the probe every periodSeconds (after initialDelaySeconds) until it
+        succeeds; the seconds it took. Fails if the process exits or time runs out."""
+        spec = self.spec[kind]
+        started = time.monotonic()
+        time.sleep(float(spec.get("initialDelaySeconds", 0)))
+        period = min(float(spec.get("periodSeconds", 10)), 0.5)  # faster than a kubelet
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited: {self.output()[-3000:]}")
+            if self.probe(kind):
+                return time.monotonic() - started
+            if time.monotonic() - started > within:
+                raise AssertionError(f"{self.name}: {kind} failing: {self.output()[-3000:]}")
+            time.sleep(period)
+
+    # ------------------------------------------------------------------ stop
+
+    def pre_stop(self) -> None:
+        hook = (self.spec.get("lifecycle") or {}).get("preStop")
+        if not hook:
+            return
+        if "sleep" in hook:
+            time.sleep(float(hook["sleep"]["seconds"]))
+        elif "exec" in hook:
+            argv = [self._executable(hook["exec"]["command"][0]), *hook["exec"]["command"][1:]]
+            subprocess.run(argv, env=self.process_env(), check=False)
+        else:
+            raise ValueError(f"preStop {hook} is not supported here")
+
+
+@dataclass
+class Pod:
+    cluster: Cluster
+    name: str
+    ip: str
+    template: Doc
+    root: Path
+    containers: list[Container] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.mounts: dict[str, Path] = {}
+        spec = self.template["spec"]
+        for c in spec["containers"]:
+            for mount in c.get("volumeMounts") or []:
+                folder = self.root / mount["name"]
+                folder.mkdir(parents=True, exist_ok=True)
+                self.mounts[mount["mountPath"].rstrip("/")] = folder
+        self.containers = [Container(self, c) for c in spec["containers"]]
+
+    @property
+    def grace(self) -> float:
+        return float(self.template["spec"].get("terminationGracePeriodSeconds", 30))
+
+    def local(self, value: str) -> str:
+        """A value as this pod sees it: its volumes' folders, its own address."""
+        if value == "0.0.0.0" or value.startswith("0.0.0.0:"):
+            return self.ip + value[len("0.0.0.0") :]
+        return self.volume_path(value)
+
+    def volume_path(self, value: str) -> str:
+        for path, folder in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
+            if value == path or value.startswith(path + "/"):
+                return str(folder) + value[len(path) :]
+            # --flag=/mount/path
+            flag, eq, rest = value.partition("=")
+            if eq and (rest == path or rest.startswith(path + "/")):
+                return f"{flag}={folder}{rest[len(path) :]}"
+        return value
+
+    def start(self) -> None:
+        for c in self.containers:
+            c.start()
+
+    def terminate(self) -> tuple[float, list[int | None]]:
+        """As on deletion: preStop, SIGTERM, SIGKILL when the grace period is up.
+        Returns the seconds it took and each container's exit code (None: killed)."""
+        started = time.monotonic()
+        for c in self.containers:
+            c.pre_stop()
+        for c in self.containers:
+            if c.proc is not None and c.proc.poll() is None:
+                c.proc.send_signal(signal.SIGTERM)
+        codes: list[int | None] = []
+        for c in self.containers:
+            assert c.proc is not None
+            left = self.grace - (time.monotonic() - started)
+            try:
+                codes.append(c.proc.wait(max(0.1, left)))
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+                codes.append(None)
+        return time.monotonic() - started, codes
+
+    def kill(self) -> None:
+        for c in self.containers:
+            if c.proc is not None and c.proc.poll() is None:
+                c.proc.kill()
+                c.proc.wait()
