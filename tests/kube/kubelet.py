@@ -14,13 +14,16 @@ Where this differs from a node, and why:
   that one, so two pods can both listen on 8080;
 - volumes are folders of the test's: a path under a volume's mountPath, in an argument or
   a variable, is rewritten to that folder (emptyDir and PVC alike);
-- the image's files are the test's virtual environment: `/opt/mediator/bin/<tool>` runs
-  `<venv>/bin/<tool>`.
+- as processes, the image's files are the test's virtual environment:
+  `/opt/mediator/bin/<tool>` runs `<venv>/bin/<tool>`; from the image (`ImageRuntime`), the
+  container runs with podman on the host's network, with the spec's user, read-only root,
+  dropped capabilities and no privilege escalation, emptyDir volumes as tmpfs mounts.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import signal
@@ -178,6 +181,36 @@ class Container:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def exited(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def signal_term(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_exit(self, seconds: float) -> int | None:
+        """The exit code, or None when it is still running after `seconds`."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def run_exec(self, argv: list[str], timeout: float) -> int | None:
+        """An exec probe's or hook's command in the container; None on timeout."""
+        env = self.process_env()
+        argv = [self.pod.local(expand(w, env)) for w in argv]
+        argv[0] = self._executable(argv[0])
+        try:
+            return subprocess.run(argv, env=env, capture_output=True, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return None
+
     # ------------------------------------------------------------------ probes
 
     def probe(self, kind: str) -> bool:
@@ -192,14 +225,7 @@ class Container:
             except httpx.HTTPError:
                 return False
         if "exec" in spec:
-            env = self.process_env()
-            argv = [self.pod.local(expand(w, env)) for w in spec["exec"]["command"]]
-            argv[0] = self._executable(argv[0])
-            try:
-                done = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return False
-            return done.returncode == 0
+            return self.run_exec(list(spec["exec"]["command"]), timeout) == 0
         raise ValueError(f"{kind} {spec} is not supported here")
 
     def port(self, port: int | str) -> int:
@@ -218,7 +244,7 @@ class Container:
         time.sleep(float(spec.get("initialDelaySeconds", 0)))
         period = min(float(spec.get("periodSeconds", 10)), 0.5)  # faster than a kubelet
         while True:
-            if self.proc is not None and self.proc.poll() is not None:
+            if self.exited():
                 raise AssertionError(f"{self.name} exited: {self.output()[-3000:]}")
             if self.probe(kind):
                 return time.monotonic() - started
@@ -235,8 +261,7 @@ class Container:
         if "sleep" in hook:
             time.sleep(float(hook["sleep"]["seconds"]))
         elif "exec" in hook:
-            argv = [self._executable(hook["exec"]["command"][0]), *hook["exec"]["command"][1:]]
-            subprocess.run(argv, env=self.process_env(), check=False)
+            self.run_exec(list(hook["exec"]["command"]), self.pod.grace)
         else:
             raise ValueError(f"preStop {hook} is not supported here")
 
@@ -248,6 +273,7 @@ class Pod:
     ip: str
     template: Doc
     root: Path
+    runtime: ImageRuntime | None = None  # None: the containers run as processes
     containers: list[Container] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -258,17 +284,24 @@ class Pod:
                 folder = self.root / mount["name"]
                 folder.mkdir(parents=True, exist_ok=True)
                 self.mounts[mount["mountPath"].rstrip("/")] = folder
-        self.containers = [Container(self, c) for c in spec["containers"]]
+        if self.runtime is None:
+            self.containers = [Container(self, c) for c in spec["containers"]]
+        else:
+            self.containers = [ImageContainer(self, c, self.runtime) for c in spec["containers"]]
 
     @property
     def grace(self) -> float:
         return float(self.template["spec"].get("terminationGracePeriodSeconds", 30))
 
     def local(self, value: str) -> str:
-        """A value as this pod sees it: its volumes' folders, its own address."""
+        """A value as this pod's processes see it: its volumes' folders, its own address."""
+        return self.volume_path(self.address(value))
+
+    def address(self, value: str) -> str:
+        """All addresses (`0.0.0.0`, alone or with a port) as this pod's own."""
         if value == "0.0.0.0" or value.startswith("0.0.0.0:"):
             return self.ip + value[len("0.0.0.0") :]
-        return self.volume_path(value)
+        return value
 
     def volume_path(self, value: str) -> str:
         for path, folder in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
@@ -291,22 +324,110 @@ class Pod:
         for c in self.containers:
             c.pre_stop()
         for c in self.containers:
-            if c.proc is not None and c.proc.poll() is None:
-                c.proc.send_signal(signal.SIGTERM)
+            c.signal_term()
         codes: list[int | None] = []
         for c in self.containers:
-            assert c.proc is not None
-            left = self.grace - (time.monotonic() - started)
-            try:
-                codes.append(c.proc.wait(max(0.1, left)))
-            except subprocess.TimeoutExpired:
-                c.proc.kill()
-                c.proc.wait()
-                codes.append(None)
+            code = c.wait_exit(max(0.1, self.grace - (time.monotonic() - started)))
+            if code is None:
+                c.kill()
+            codes.append(code)
         return time.monotonic() - started, codes
 
     def kill(self) -> None:
         for c in self.containers:
-            if c.proc is not None and c.proc.poll() is None:
-                c.proc.kill()
-                c.proc.wait()
+            c.kill()
+
+
+@dataclass
+class ImageRuntime:
+    """Runs containers from their images with podman, as the pod spec's security context
+    says; `podman` is a callable that runs a podman command and returns the completed
+    process (tests/deploy/podman.py)."""
+
+    podman: Any
+
+
+class ImageContainer(Container):
+    """The container from the real image: the rendered command, arguments, environment and
+    security context given to `podman run`; emptyDir volumes are tmpfs mounts."""
+
+    def __init__(self, pod: Pod, spec: Doc, runtime: ImageRuntime) -> None:
+        super().__init__(pod, spec)
+        self.runtime = runtime
+        self.id = f"kube-{pod.name}-{spec['name']}-{os.getpid()}"
+
+    def _options(self) -> list[str]:
+        pod_sc = self.pod.template["spec"].get("securityContext") or {}
+        sc = {**pod_sc, **(self.spec.get("securityContext") or {})}
+        options = ["--network", "host", "--name", self.id]
+        if sc.get("runAsUser") is not None:
+            options += ["--user", f"{sc['runAsUser']}:{sc.get('runAsGroup', sc['runAsUser'])}"]
+        if sc.get("readOnlyRootFilesystem"):
+            options += ["--read-only", "--read-only-tmpfs=false"]
+        for cap in (sc.get("capabilities") or {}).get("drop") or []:
+            options += ["--cap-drop", cap]
+        if sc.get("allowPrivilegeEscalation") is False:
+            options += ["--security-opt", "no-new-privileges"]
+        volumes = {v["name"]: v for v in self.pod.template["spec"].get("volumes") or []}
+        for mount in self.spec.get("volumeMounts") or []:
+            if "emptyDir" in volumes.get(mount["name"], {}):
+                options += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
+            else:
+                folder = self.pod.mounts[mount["mountPath"].rstrip("/")]
+                folder.chmod(0o777)
+                options += ["--volume", f"{folder}:{mount['mountPath']}"]
+        return options
+
+    def start(self) -> None:
+        # The image sees the volumes at their mount paths: only the address is the pod's.
+        env = {k: self.pod.address(v) for k, v in self.environment().items()}
+        pairs = [a for k, v in env.items() for a in ("--env", f"{k}={v}")]
+        command = self.spec.get("command")
+        entry = ["--entrypoint", json.dumps(command)] if command else []
+        args = self.spec.get("args") if "args" in self.spec else ([] if command else None)
+        words = [self.pod.address(expand(str(w), env)) for w in (args or [])]
+        self.runtime.podman(
+            "run",
+            "--detach",
+            *self._options(),
+            *pairs,
+            *entry,
+            self.spec["image"],
+            *(words if args is not None else []),
+        )
+
+    def output(self) -> str:
+        done = self.runtime.podman("logs", self.id, check=False)
+        return str(done.stdout) + str(done.stderr)
+
+    def _state(self) -> Doc:
+        done = self.runtime.podman("inspect", "--format", "{{json .State}}", self.id, check=False)
+        if done.returncode != 0:
+            return {"Running": False, "ExitCode": None}
+        state: Doc = json.loads(done.stdout)
+        return state
+
+    def exited(self) -> bool:
+        return not self._state()["Running"]
+
+    def signal_term(self) -> None:
+        self.runtime.podman("kill", "--signal", "TERM", self.id, check=False)
+
+    def wait_exit(self, seconds: float) -> int | None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            state = self._state()
+            if not state["Running"]:
+                return int(state["ExitCode"])
+            time.sleep(0.1)
+        return None
+
+    def kill(self) -> None:
+        self.runtime.podman("rm", "--force", "--time", "0", self.id, check=False)
+
+    def run_exec(self, argv: list[str], timeout: float) -> int | None:
+        try:
+            done = self.runtime.podman("exec", self.id, *argv, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return None
+        return int(done.returncode)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ import pytest
 import redis
 import yaml
 
+from tests.deploy.podman import Podman
 from tests.didcomm_peer import attachments, collect, forward, live_peer, mediator_key
-from tests.kube.kubelet import Cluster, Pod, by_kind, named, pod_template
+from tests.kube.kubelet import Cluster, ImageRuntime, Pod, by_kind, named, pod_template
 from tests.kube.service import Service
 from tests.servers import missing, start_binary_server
 
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "mediator"
 RELEASE = "m"
 MESSAGES = 30
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +67,20 @@ def render(helm: str, values: dict[str, Any], tmp: Path) -> list[dict[str, Any]]
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
+@pytest.fixture(params=["processes", "image"])
+def runtime(request: pytest.FixtureRequest) -> ImageRuntime | None:
+    """The pods' containers as processes of the test's environment, or from the image
+    `make image` built (tests/deploy/podman.py), loaded under the name the chart gives."""
+    if request.param == "processes":
+        return None
+    podman = Podman.configured()
+    loaded = podman.load(podman.archive("mediator", VERSION))
+    assert loaded == f"localhost/mediator:{VERSION}"
+    return ImageRuntime(podman)
+
+
 async def test_rendered_pods_serve_drain_and_run_their_jobs(
-    helm: str, locked_redis: tuple[str, str], tmp_path: Path
+    helm: str, locked_redis: tuple[str, str], tmp_path: Path, runtime: ImageRuntime | None
 ) -> None:
     url, password = locked_redis
     docs = render(
@@ -93,7 +108,14 @@ async def test_rendered_pods_serve_drain_and_run_their_jobs(
     assert all(password not in str(cm) for cm in by_kind(docs, "ConfigMap"))
 
     nodes = [
-        Pod(cluster, f"node-{i}", f"127.0.0.{2 + i}", pod_template(node_spec), tmp_path / f"n{i}")
+        Pod(
+            cluster,
+            f"node-{i}",
+            f"127.0.0.{2 + i}",
+            pod_template(node_spec),
+            tmp_path / f"n{i}",
+            runtime,
+        )
         for i in range(2)
     ]
     workers = [
@@ -103,6 +125,7 @@ async def test_rendered_pods_serve_drain_and_run_their_jobs(
             f"127.0.0.{4 + i}",
             pod_template(worker_spec),
             tmp_path / f"w{i}",
+            runtime,
         )
         for i in range(2)
     ]
@@ -124,8 +147,10 @@ async def test_rendered_pods_serve_drain_and_run_their_jobs(
 
             await _deliver_and_drain(service, nodes)
 
-            # The CronJobs' pods: a snapshot into the history on their volume, then a report.
-            await asyncio.to_thread(_run_capacity_jobs, cluster, docs, tmp_path)
+            # The CronJobs' pods: a snapshot into the history on their volume, then a report
+            # (as processes: tests/deploy runs a snapshot in the Spark image).
+            if runtime is None:
+                await asyncio.to_thread(_run_capacity_jobs, cluster, docs, tmp_path)
     finally:
         for pod in pods:
             pod.kill()
