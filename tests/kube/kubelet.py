@@ -163,7 +163,8 @@ class Container:
             else ([] if self.spec.get("command") else CMD)
         )
         words = [expand(str(w), env) for w in [*command, *(args or [])]]
-        return [self.pod.local(w) for w in [self._executable(words[0]), *words[1:]]]
+        # The executable is the image's (or the test's environment's), never under a volume.
+        return [self._executable(words[0]), *(self.pod.local(w) for w in words[1:])]
 
     @staticmethod
     def _executable(path: str) -> str:
@@ -204,8 +205,10 @@ class Container:
     def run_exec(self, argv: list[str], timeout: float) -> int | None:
         """An exec probe's or hook's command in the container; None on timeout."""
         env = self.process_env()
-        argv = [self.pod.local(expand(w, env)) for w in argv]
-        argv[0] = self._executable(argv[0])
+        argv = [
+            self._executable(expand(argv[0], env)),
+            *(self.pod.local(expand(w, env)) for w in argv[1:]),
+        ]
         try:
             return subprocess.run(argv, env=env, capture_output=True, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
