@@ -206,3 +206,41 @@ class Node(MediatorProcess):
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"node did not become ready: {self.output()[-3000:]}")
+
+
+class MetricsWorker(MediatorProcess):
+    """One `mediator worker` process serving its /metrics on a free loopback port."""
+
+    command = "worker"
+
+    def __init__(self, redis_url: str, health_file: Path, **env: str) -> None:
+        self.port = free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self.metrics_url = f"http://{self.target}/metrics"
+        super().__init__(
+            {
+                **{k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")},
+                "MEDIATOR_REDIS_URL": redis_url,
+                "MEDIATOR_WORKER_METRICS_LISTEN": self.target,
+                "MEDIATOR_WORKER_HEALTH_FILE": str(health_file),
+                "MEDIATOR_LOG_LEVEL": "warning",
+                **env,
+            },
+            "mediator-worker-",
+        )
+
+    def start(self, timeout: float = 20) -> MetricsWorker:
+        """Spawns it and waits until its metrics endpoint answers."""
+        self.spawn()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"worker exited: {self.output()[-3000:]}")
+            try:
+                if httpx.get(self.metrics_url, timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the worker's metrics endpoint did not answer: {self.output()[-3000:]}")

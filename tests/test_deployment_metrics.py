@@ -5,7 +5,6 @@ its own counters on --worker-metrics-listen."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ import redis
 
 from tests.scrape import samples as _samples
 from tests.scrape import value as _value
-from tests.servers import MediatorProcess, Node, RedisUnderTest, free_port
+from tests.servers import MetricsWorker, Node, RedisUnderTest
 
 DB = 10
 PARTITIONS = 8
@@ -32,25 +31,14 @@ def _scrape_until(url: str, check: Callable[[str], bool], within: float = 10) ->
         time.sleep(0.2)
 
 
-class Worker(MediatorProcess):
-    command = "worker"
-
-    def __init__(self, redis_url: str, health: Path) -> None:
-        self.port = free_port()
-        self.metrics_url = f"http://127.0.0.1:{self.port}/metrics"
-        super().__init__(
-            {
-                **{k: v for k, v in os.environ.items() if not k.startswith("MEDIATOR_")},
-                "MEDIATOR_REDIS_URL": redis_url,
-                "MEDIATOR_WORKER_PARTITIONS": str(PARTITIONS),
-                "MEDIATOR_LEASE_SECONDS": "2",
-                "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
-                "MEDIATOR_WORKER_HEALTH_FILE": str(health),
-                "MEDIATOR_WORKER_METRICS_LISTEN": f"127.0.0.1:{self.port}",
-                "MEDIATOR_LOG_LEVEL": "warning",
-            },
-            "mediator-metrics-worker-",
-        )
+def _worker(redis_url: str, health: Path) -> MetricsWorker:
+    return MetricsWorker(
+        redis_url,
+        health,
+        MEDIATOR_WORKER_PARTITIONS=str(PARTITIONS),
+        MEDIATOR_LEASE_SECONDS="2",
+        MEDIATOR_WORKER_TICK_SECONDS="0.2",
+    )
 
 
 @pytest.fixture
@@ -70,7 +58,7 @@ def test_node_reports_redis_memory_and_the_workers_that_hold_every_partition(
         MEDIATOR_WORKER_TICK_SECONDS="0.2",
         MEDIATOR_WORKER_HEALTH_FILE=str(tmp_path / "node.health"),
     ).start()
-    worker = Worker(db_url, tmp_path / "worker.health")
+    worker = _worker(db_url, tmp_path / "worker.health")
     worker.spawn()
     try:
         both = _scrape_until(
@@ -131,7 +119,7 @@ def test_partitions_without_a_live_worker_show_when_the_only_worker_dies(
         MEDIATOR_WORKER_PARTITIONS=str(PARTITIONS),
         MEDIATOR_IN_PROCESS_WORKER="false",
     ).start()
-    worker = Worker(db_url, tmp_path / "worker.health")
+    worker = _worker(db_url, tmp_path / "worker.health")
     worker.spawn()
     try:
         url = f"{node.base}/metrics"
@@ -188,7 +176,7 @@ async def test_a_draining_node_says_it_is_not_ready(db_url: str) -> None:
 
 
 def test_a_bad_metrics_address_is_refused_at_start(db_url: str, tmp_path: Path) -> None:
-    worker = Worker(db_url, tmp_path / "worker.health")
+    worker = _worker(db_url, tmp_path / "worker.health")
     worker.env["MEDIATOR_WORKER_METRICS_LISTEN"] = "no-port-here"
     worker.spawn()
     assert worker.proc is not None

@@ -16,8 +16,8 @@ from mediator.client import Sender
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
 from tests.didcomm_peer import Peer, mediator_key
-from tests.monitoring.prometheus import Worker, until
-from tests.servers import Node, RedisUnderTest
+from tests.monitoring.prometheus import until
+from tests.servers import MetricsWorker, Node, RedisUnderTest
 
 DB = 11
 PARTITIONS = 4
@@ -36,7 +36,7 @@ FAST = {
 class Deployment:
     redis_url: str
     nodes: list[Node]
-    worker: Worker
+    worker: MetricsWorker
 
     def node(self, **env: str) -> Node:
         """Another node of this deployment (the caller stops it)."""
@@ -53,14 +53,12 @@ class Deployment:
 def deployment(
     redis_server: RedisUnderTest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    if redis_server.topology != "standalone":
-        pytest.skip("the monitoring suite runs in the main run, on one Redis server")
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
     redis.Redis.from_url(url).flushdb()
     health = tmp_path_factory.mktemp("monitoring") / "worker.health"
-    started: list[Node | Worker] = []
+    started: list[Node | MetricsWorker] = []
     try:
-        deployment = Deployment(url, [], Worker(url, health, **FAST))
+        deployment = Deployment(url, [], MetricsWorker(url, health, **FAST))
         for _ in range(2):
             node = deployment.node()
             started.append(node)

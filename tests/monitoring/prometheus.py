@@ -3,7 +3,6 @@ on a free loopback port, a `mediator worker` with its metrics endpoint, and the 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ import httpx
 import yaml
 
 from mediator.embedded import free_port
-from tests.servers import MediatorProcess, missing
+from tests.servers import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "rules.yaml"
@@ -53,42 +52,6 @@ def until(probe: Callable[[], T], done: Callable[[T], bool], within: float, what
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not within {within} s; last: {value!r}")
         time.sleep(0.2)
-
-
-class Worker(MediatorProcess):
-    """A `mediator worker` process serving its metrics on a free loopback port."""
-
-    command = "worker"
-
-    def __init__(self, redis_url: str, health_file: Path, **env: str) -> None:
-        self.port = free_port()
-        self.target = f"127.0.0.1:{self.port}"
-        self.metrics_url = f"http://{self.target}/metrics"
-        super().__init__(
-            {
-                **os.environ,
-                "MEDIATOR_REDIS_URL": redis_url,
-                "MEDIATOR_WORKER_METRICS_LISTEN": self.target,
-                "MEDIATOR_WORKER_HEALTH_FILE": str(health_file),
-                "MEDIATOR_LOG_LEVEL": "warning",
-                **env,
-            },
-            "mediator-monitoring-worker-",
-        )
-
-    def start(self, timeout: float = 20) -> Worker:
-        self.spawn()
-
-        def answers() -> bool:
-            if not self.alive():
-                raise RuntimeError(f"worker exited: {self.output()[-3000:]}")
-            try:
-                return httpx.get(self.metrics_url, timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        until(answers, bool, timeout, "the worker's metrics endpoint")
-        return self
 
 
 class Prometheus:
