@@ -30,6 +30,7 @@ from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
+from mediator.notify.notifier import Notifier
 from mediator.ops import cluster_state
 from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
@@ -130,6 +131,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         identity = await load_identity(redis, settings.key_seed)
         mailbox = Mailbox(engine, settings, metrics_, routed=backend.mode is not Mode.CLUSTER)
         pusher = Pusher(redis, store, mailbox, settings, metrics_)
+        notifier = Notifier(redis, mailbox, presence, settings, metrics_)
         services = Services(
             settings=settings,
             engine=engine,
@@ -142,6 +144,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             endpoints=(settings.public_endpoint, settings.public_ws_endpoint),
             pusher=pusher,
             presence=presence,
+            notifier=notifier,
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None
@@ -149,7 +152,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         if settings.in_process_worker:
             from workers.runner import Worker
 
-            worker = Worker(settings, redis, engine, pusher, metrics_)
+            worker = Worker(settings, redis, engine, pusher, metrics_, notifier)
             worker_task = asyncio.create_task(worker.run(), name="in-process-worker")
         if not settings.mqs_enabled:
             log.warning(
@@ -181,6 +184,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                 if not worker_task.cancelled() and worker_task.exception() is not None:
                     log.error("the in-process worker had stopped", exc_info=worker_task.exception())
             await pusher.aclose()
+            await notifier.aclose()
             await presence.stop()
             await hub.stop()
             await backend.aclose()

@@ -272,6 +272,23 @@ class Settings:
             "(recipients whose DID document names an HTTP or WebSocket endpoint).",
         ),
     )
+    forward_unknown_key_wait_seconds: float = field(
+        default=1.0,
+        metadata=_opt(
+            "How long a forward to a key that no recipient has registered yet waits for its "
+            "registration before it is refused (404): agents hand out invitations before "
+            "their keylist update reaches the mediator (0: refuse at once).",
+            scope="serve",
+        ),
+    )
+    handshake_push_delay_seconds: float = field(
+        default=1.0,
+        metadata=_opt(
+            "How long the answer to a handshake request waits before it is pushed to an agent "
+            "that asked for no return route: ACA-Py records its own request only after it has "
+            "gone out, and an answer arriving before that is dropped (docs/interop.md)."
+        ),
+    )
     push_retry_min_seconds: float = field(
         default=1.0,
         metadata=_opt("Wait before the first retry of a failed push; doubled each time."),
@@ -279,6 +296,92 @@ class Settings:
     push_retry_max_seconds: float = field(
         default=300.0,
         metadata=_opt("Longest wait between push retries (messages stay queued meanwhile)."),
+    )
+    outbound_ca_file: str = field(
+        default="",
+        metadata=_opt(
+            "A PEM bundle of extra certificate authorities trusted by outbound TLS calls "
+            "(pushes to agents, notification providers, the webhook), besides the system's."
+        ),
+    )
+    notify_delay_seconds: float = field(
+        default=1.0,
+        metadata=_opt(
+            "How long after a forward a phone's notification waits: a burst collapses into "
+            "one, and a wallet that opens a socket meanwhile gets none (docs/push.md)."
+        ),
+    )
+    notify_interval_seconds: float = field(
+        default=30.0,
+        metadata=_opt(
+            "At most one notification per connection in this many seconds; messages queued "
+            "meanwhile are announced together once it has passed."
+        ),
+    )
+    notify_attempts: int = field(
+        default=8,
+        metadata=_opt(
+            "How many times a notification is tried when the provider answers 429 or 5xx or "
+            "cannot be reached (backoff as for pushes, Retry-After honoured) before it is "
+            "given up; the messages stay queued."
+        ),
+    )
+    notify_alert_title: str = field(
+        default="New message",
+        metadata=_opt("The title of an iOS alert (no message content is ever sent)."),
+    )
+    notify_alert_body: str = field(
+        default="You have new messages.",
+        metadata=_opt("The body of an iOS alert."),
+    )
+    fcm_credentials_file: str = field(
+        default="",
+        metadata=_opt(
+            "A Firebase service-account JSON file: Android (and FCM-registered iOS) devices "
+            "get FCM HTTP v1 data messages, authorized by OAuth 2 at the file's token_uri."
+        ),
+    )
+    fcm_api_url: str = field(
+        default="https://fcm.googleapis.com",
+        metadata=_opt("The FCM HTTP v1 API's base URL."),
+    )
+    apns_key_file: str = field(
+        default="",
+        metadata=_opt(
+            "An APNs auth key (.p8, ES256) for token-based authentication: iOS devices get "
+            "APNs alerts. Needs --apns-key-id, --apns-team-id and --apns-topic."
+        ),
+    )
+    apns_key_id: str = field(default="", metadata=_opt("The APNs auth key's 10-character id."))
+    apns_team_id: str = field(default="", metadata=_opt("The Apple developer team id."))
+    apns_topic: str = field(
+        default="", metadata=_opt("The app's bundle id, the apns-topic of its notifications.")
+    )
+    apns_environment: str = field(
+        default="production",
+        metadata=_opt("production (api.push.apple.com) or sandbox (development builds)."),
+    )
+    apns_api_url: str = field(
+        default="",
+        metadata=_opt("Overrides the APNs base URL that --apns-environment picks."),
+    )
+    notify_webhook_url: str = field(
+        default="",
+        metadata=_opt(
+            "Notifications POSTed here as JSON (device token, platform, message count), signed "
+            "with --notify-webhook-secret, for devices no FCM or APNs credentials serve."
+        ),
+    )
+    notify_webhook_secret: str = field(
+        default="",
+        metadata=_opt("The HMAC-SHA256 key of the webhook's X-Mediator-Signature header."),
+    )
+    push_apps_file: str = field(
+        default="",
+        metadata=_opt(
+            "A JSON file naming several wallet apps, each with its own FCM, APNs or webhook "
+            "settings (docs/push.md); the settings above make the app named `default`."
+        ),
     )
     drain_seconds: float = field(
         default=25.0,

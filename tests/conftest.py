@@ -11,6 +11,9 @@ from mediator.storage.clients import Backend, RedisClient
 from tests.didcomm_peer import Peer
 from tests.servers import Node, RedisUnderTest
 
+# The local push providers (FCM, APNs, a webhook) as fixtures for every test module.
+pytest_plugins = ["tests.providers.fixtures"]
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisUnderTest]:

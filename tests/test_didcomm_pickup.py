@@ -74,9 +74,28 @@ async def test_forward_status_delivery_and_acknowledge(peer: Peer, dc_node: Node
 async def test_unknown_recipient_is_refused_clearly(dc_node: Node, med: str) -> None:
     from mediator.didcomm.keys import KeyPair
 
+    started = asyncio.get_running_loop().time()
     answer = await forward(dc_node.base, med, KeyPair.generate().verkey_b58, {"x": 1})
     assert answer.status_code == 404
     assert answer.json()["code"] == "unknown-recipient"
+    # Refused only once the wait for a late keylist update is over (1 s by default).
+    assert asyncio.get_running_loop().time() - started >= 0.9
+
+
+async def test_a_forward_arriving_just_before_its_keylist_update_is_kept(
+    peer: Peer, dc_node: Node, med: str
+) -> None:
+    """Agents hand out invitations before their keylist update reaches us (ACA-Py): a
+    sender's forward that comes first waits for the key instead of being refused."""
+    await peer.mediate()
+    key = peer.add_key()  # the invitation's key, not registered yet
+    early = asyncio.create_task(forward(dc_node.base, med, key, {"early": True}))
+    await asyncio.sleep(0.3)
+    assert not early.done()
+    await peer.keylist_update(add=[peer.recipient_keys[key].did_key])
+    assert (await early).status_code == 202
+    delivery = await peer.deliver()
+    assert [peer.open(body) for _, body in attachments(delivery)] == [{"early": True}]
 
 
 async def test_unacknowledged_delivery_is_offered_again_after_deadline(

@@ -364,9 +364,10 @@ async def test_discover_features_lists_the_protocols_we_speak(peer: Peer) -> Non
 
 def test_disclosed_protocols_are_exactly_the_implemented_ones() -> None:
     from mediator.protocols import HANDLERS
-    from mediator.protocols.discover_features import PROTOCOLS
+    from mediator.protocols.discover_features import PROTOCOLS, PUSH_PROTOCOLS
 
-    disclosed = {(pid.split("/")[0], int(pid.split("/")[1].split(".")[0])) for pid, _ in PROTOCOLS}
+    offered = [*PROTOCOLS, *PUSH_PROTOCOLS.values()]
+    disclosed = {(pid.split("/")[0], int(pid.split("/")[1].split(".")[0])) for pid, _ in offered}
     implemented = {(family, major) for family, major, _ in HANDLERS}
     assert disclosed == implemented
 

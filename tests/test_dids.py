@@ -116,6 +116,29 @@ def test_a_long_did_peer_4_from_the_reference_library_resolves_here() -> None:
     assert did_peer.short_numalgo4(did) == did_peer_4.long_to_short(did)
 
 
+def test_we_answer_a_did_exchange_request_in_the_numalgo_it_was_asked_in() -> None:
+    """Credo 0.6+ keeps typed services only from whole documents (did:peer:1 with its
+    attachment, long did:peer:4): our answer to those is in the same form, with both the
+    HTTP and the WebSocket endpoint; anything else gets our did:peer:2."""
+    ours = MediatorDid(KeyPair.generate(), ENDPOINTS)
+    did4, attached4 = ours.for_request("did:peer:4zQmFoo:zBar")
+    assert attached4 is None and did4.startswith("did:peer:4zQm") and did4.count(":") == 3
+    resolved = did_peer_4.resolve(did4)  # the reference library agrees on the hash and body
+    assert [s["serviceEndpoint"] for s in resolved["service"]] == list(ENDPOINTS)
+    assert {s["type"] for s in resolved["service"]} == {"did-communication"}
+    assert parse_doc(did_peer.resolve_numalgo4(did4), did4).recipient_key == ours.keys.verkey_b58
+
+    did1, attached1 = ours.for_request("did:peer:1zQmWhatever")
+    assert attached1 is not None and attached1["id"] == did1
+    did_peer.check_numalgo1(did1, json.dumps(attached1).encode(), attached1)
+    doc1 = parse_doc(attached1, did1)
+    assert doc1.recipient_key == ours.keys.verkey_b58
+    assert [s.endpoint for s in doc1.services] == list(ENDPOINTS)
+
+    for other in ("did:peer:2.Vz6MkFoo", "did:sov:WgWxqztrNooG92RXvxSTWv", "garbage", None):
+        assert ours.for_request(other) == (ours.peer2, ours.peer2_doc)
+
+
 def test_a_did_peer_4_whose_hash_does_not_match_is_refused() -> None:
     keys = KeyPair.generate()
     did = did_peer_4.encode(_input_doc(keys, "http://agent.example/"))

@@ -6,10 +6,11 @@ Nothing here walks the queues on a timer:
 
 - **Due work** follows the shards' schedules (keys.shard_due). A worker learns when a shard
   has something due from the hints (keys.next_due) that the scripts' callers lower, reads
-  the shard's schedule only then, and runs each due queue's upkeep, push retry or
-  forwarding-entry expiry; it then sets the shard's hint to the schedule's new head. Every
-  `MEDIATOR_HINT_POLL_SECONDS` it also reads the heads of its shards' schedules (one command
-  per shard) and lowers any hint that a crash left too late.
+  the shard's schedule only then, and runs each due queue's upkeep, push retry, phone
+  notification (mediator/notify) or forwarding-entry expiry; it then sets the shard's hint
+  to the schedule's new head. Every `MEDIATOR_HINT_POLL_SECONDS` it also reads the heads
+  of its shards' schedules (one command per shard) and lowers any hint that a crash left
+  too late.
 - **Totals** (mediator/engine/books.py): every `MEDIATOR_STATS_SECONDS`, one script call per shard
   sums the counters the scripts keep into a summary per partition, which `/metrics` reads.
 - **The audit** (workers/audit.py) checks the queues page by page at a bounded rate.
@@ -27,11 +28,13 @@ import time
 import uuid
 from pathlib import Path
 
+from mediator.cluster.presence import Presence
 from mediator.engine import Engine, keys
 from mediator.engine.books import read_shards, write_summary
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore
+from mediator.notify.notifier import Notifier
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
@@ -53,6 +56,7 @@ class Worker:
         engine: Engine,
         pusher: Pusher | None = None,
         metrics: Metrics | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.settings = settings
         self.redis = redis
@@ -63,6 +67,16 @@ class Worker:
             redis, MediationStore(redis), Mailbox(engine, settings), settings, metrics
         )
         self._own_pusher = pusher is None
+        # Phone notifications of the shards it holds; a node's worker shares the node's.
+        self.notifier = notifier or Notifier(
+            redis,
+            Mailbox(engine, settings),
+            # Only read here (who holds a connection's live socket), never held.
+            Presence(redis, settings.resolved_node_id, settings.presence_seconds, 0.0),
+            settings,
+            metrics,
+        )
+        self._own_notifier = notifier is None
         self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
         self.partitions = settings.worker_partitions
         self.leases = Leases(
@@ -102,6 +116,8 @@ class Worker:
             await self._release_all()
             if self._own_pusher:
                 await self.pusher.aclose()
+            if self._own_notifier:
+                await self.notifier.aclose()
 
     async def tick(self) -> None:
         now = time.monotonic()
@@ -174,6 +190,8 @@ class Worker:
             member = _text(raw)
             if member.startswith(keys.PUSH_MEMBER):
                 await self.pusher.due(member[len(keys.PUSH_MEMBER) :])
+            elif member.startswith(keys.NOTE_MEMBER):
+                await self.notifier.due(member[len(keys.NOTE_MEMBER) :])
             elif member == keys.MOVED_MEMBER:
                 await self.engine.forget_moved(shard)
             else:

@@ -6,8 +6,9 @@
 - numalgo 4 (`did:peer:4zQm…:z…`): the long form carries the whole document; its hash prefix
   is checked. The short form alone cannot be resolved.
 
-Also writes the mediator's own did:peer:2 (one Ed25519 key, its X25519 twin, a service per
-endpoint).
+Also writes the mediator's own DIDs: a did:peer:2 (one Ed25519 key, its X25519 twin, a
+service per endpoint), and a did:peer:1 or long-form did:peer:4 of a whole document, for
+requesters that asked in those forms (mediator_did.py).
 """
 
 from __future__ import annotations
@@ -196,3 +197,21 @@ def numalgo2_did(keys: KeyPair, endpoints: list[str]) -> str:
             text = text.replace(char, escaped)
         parts.append("S" + b64url_encode(text.encode()))
     return ".".join(parts)
+
+
+def _stored(doc: dict[str, Any]) -> bytes:
+    """A document without its `id`, as compact JSON: what numalgo 1 and 4 hash."""
+    stored = {k: v for k, v in doc.items() if k != "id"}
+    return json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def numalgo1_did(doc: dict[str, Any]) -> str:
+    """The did:peer:1 of a genesis document (the hash of its compact JSON without `id`)."""
+    return PEER + "1" + _hash(_stored(doc))
+
+
+def numalgo4_did(doc: dict[str, Any]) -> str:
+    """The long-form did:peer:4 of an input document: the hash of the encoded document, a
+    colon, and the document itself (multicodec JSON in base58btc)."""
+    encoded = "z" + base58.b58encode(_MULTICODEC_JSON + _stored(doc)).decode()
+    return PEER + "4" + _hash(encoded.encode()) + ":" + encoded

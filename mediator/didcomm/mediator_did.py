@@ -5,6 +5,11 @@ function of the key and the public endpoints and every node writes the same byte
 document lists the HTTP endpoint first and the WebSocket endpoint second: ACA-Py posts to
 the first, and Credo opens a socket for live mode and implicit pickup only when a service
 has a ws(s) endpoint.
+
+DID Exchange answers in the form it was asked in (`for_request`): a did:peer:1 or a
+long-form did:peer:4 carries a whole document with typed `did-communication` services,
+which Credo 0.6+ keeps as such (from a did:peer:2 it keeps generic services, in which it
+cannot find the WebSocket that live mode needs); anything else gets the did:peer:2.
 """
 
 from __future__ import annotations
@@ -13,8 +18,17 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from mediator.didcomm.did_peer import numalgo2_did, resolve_numalgo2
+from mediator.didcomm.did_peer import (
+    numalgo,
+    numalgo1_did,
+    numalgo2_did,
+    numalgo4_did,
+    resolve_numalgo2,
+)
 from mediator.didcomm.keys import KeyPair, b58encode
+from mediator.errors import DidError
+
+ACCEPT = ["didcomm/aip1", "didcomm/aip2;env=rfc19"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,80 @@ class MediatorDid:
     @functools.cached_property
     def peer2_doc(self) -> dict[str, Any]:
         return resolve_numalgo2(self.peer2)
+
+    @functools.cached_property
+    def input_doc(self) -> dict[str, Any]:
+        """The document numalgo 1 and 4 are made from: references relative, no `id` and no
+        `controller` (resolvers set both to the DID; ACA-Py refuses a relative controller)."""
+        return {
+            "@context": [
+                "https://www.w3.org/ns/did/v1",
+                "https://w3id.org/security/suites/ed25519-2018/v1",
+                "https://w3id.org/security/suites/x25519-2019/v1",
+            ],
+            "verificationMethod": [
+                {
+                    "id": "#key-1",
+                    "type": "Ed25519VerificationKey2018",
+                    "publicKeyBase58": self.keys.verkey_b58,
+                },
+                {
+                    "id": "#key-2",
+                    "type": "X25519KeyAgreementKey2019",
+                    "publicKeyBase58": b58encode(self.keys.x25519_public),
+                },
+            ],
+            "authentication": ["#key-1"],
+            "keyAgreement": ["#key-2"],
+            "service": [
+                {
+                    "id": f"#did-communication-{i}",
+                    "type": "did-communication",
+                    "priority": i,
+                    "recipientKeys": ["#key-1"],
+                    "routingKeys": [],
+                    "serviceEndpoint": endpoint,
+                    "accept": ACCEPT,
+                }
+                for i, endpoint in enumerate(self.endpoints)
+            ],
+        }
+
+    @functools.cached_property
+    def genesis_doc(self) -> dict[str, Any]:
+        """The did:peer:1's genesis document: as Credo writes them, the keys' controller is
+        `#id` (the DID is the document's hash, so the document cannot name it)."""
+        doc = dict(self.input_doc)
+        doc["verificationMethod"] = [
+            {**method, "controller": "#id"} for method in doc["verificationMethod"]
+        ]
+        return doc
+
+    @functools.cached_property
+    def peer1(self) -> str:
+        return numalgo1_did(self.genesis_doc)
+
+    @functools.cached_property
+    def peer4(self) -> str:
+        return numalgo4_did(self.input_doc)
+
+    @functools.cached_property
+    def peer1_doc(self) -> dict[str, Any]:
+        """The did:peer:1's document as attached: the genesis document with its `id`."""
+        return {"id": self.peer1, **self.genesis_doc}
+
+    def for_request(self, their_did: object) -> tuple[str, dict[str, Any] | None]:
+        """Our DID in the form the requester's DID is in, and the document to attach
+        (None: the long-form did:peer:4 carries its own)."""
+        try:
+            algo = numalgo(their_did) if isinstance(their_did, str) else None
+        except DidError:
+            algo = None
+        if algo == 4:
+            return self.peer4, None
+        if algo == 1:
+            return self.peer1, self.peer1_doc
+        return self.peer2, self.peer2_doc
 
     @functools.cached_property
     def unqualified(self) -> str:
@@ -91,7 +179,7 @@ class MediatorDid:
                     "recipientKeys": [self.keys.did_key],
                     "routingKeys": [],
                     "serviceEndpoint": endpoint,
-                    "accept": ["didcomm/aip1", "didcomm/aip2;env=rfc19"],
+                    "accept": ACCEPT,
                 }
                 for i, endpoint in enumerate(self.endpoints)
             ],

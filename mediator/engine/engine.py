@@ -268,19 +268,19 @@ class Engine(RecipientQueues):
         field: bytes,
         message: SendMessage,
         *,
-        report_field: str = "",
+        report_fields: tuple[str, ...] = (),
         confirm: bool = True,
-    ) -> tuple[str, bool, SendResult] | None:
+    ) -> tuple[str, tuple[bool, ...], SendResult] | None:
         """Store one message in the DIDComm queue that hash field `field` of `bucket` names,
-        in one script call: (queue name, whether its config has `report_field`, the result),
-        or None when the field is absent. Only where all keys live on one server (not Redis
+        in one script call: (queue name, whether its config has each of `report_fields`, the
+        result), or None when the field is absent. Only where all keys live on one server (not Redis
         Cluster): the script fills in the queue's keys once it has read the name."""
         namespace = keys.DIDCOMM_NAMESPACE
         mid = new_message_id(namespace)
         args: list[Any] = [
             field,
             self.packed_defaults(namespace),
-            report_field,
+            " ".join(report_fields),
             mid,
             message.content_type,
             message.content_encoding,
@@ -294,7 +294,8 @@ class Engine(RecipientQueues):
         result = await self._sent(ref, -1, r[3:], [mid])
         if shortfall is not None:
             raise ReplicationShortfall(f"{shortfall} (message ids: {mid})")
-        return ref.name, bool(int(r[2])), result
+        present = int(r[2])
+        return ref.name, tuple(bool(present >> i & 1) for i in range(len(report_fields))), result
 
     async def _sent(self, ref: QueueRef, shard: int, r: Any, ids: list[str]) -> SendResult:
         """A send script's reply: the result, or the error it names (`shard` -1: found

@@ -146,7 +146,8 @@ def queue_key_templates(namespace: str) -> list[str]:
 
 def shard_due(shard: int) -> str:
     """Sorted set: what in the shard is due when (ms): a queue's upkeep (member: qualified
-    name), a connection's push retry (`@push:<connection>`), expired forwarding entries
+    name), a connection's push retry (`@push:<connection>`) or pending phone notification
+    (`@note:<connection>`), expired forwarding entries
     (`@moved`). Workers touch a queue only when it is due here."""
     return f"x:{{{shard}}}:due"
 
@@ -186,6 +187,7 @@ def moved_expiry(shard: int) -> str:
 
 
 PUSH_MEMBER = "@push:"  # + connection: a push retry in the shard's schedule
+NOTE_MEMBER = "@note:"  # + connection: a phone notification pending (mediator/notify)
 MOVED_MEMBER = "@moved"  # expired forwarding entries to forget
 
 

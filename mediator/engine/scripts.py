@@ -49,6 +49,7 @@ NAMES = (
     "route",
     "adopt",
     "acknowledge",
+    "notify",
 )
 
 

@@ -67,6 +67,7 @@ class Forwarded:
     connection: str
     message_id: str
     has_push: bool | None  # its record names push endpoints (None: not looked at)
+    has_device: bool | None = None  # it registered a phone to notify (None: not looked at)
 
 
 def defaults(settings: Settings) -> QueueConfig:
@@ -120,13 +121,13 @@ class Mailbox:
                 keys.routes_bucket(raw),
                 raw,
                 message,
-                report_field=rec.SERVICES,
+                report_fields=(rec.SERVICES, rec.DEVICE_TOKEN),
                 confirm=confirm,
             )
             if done is None:
                 return None
-            connection, has_push, result = done
-            return Forwarded(connection, result.message_ids[0], has_push)
+            connection, (has_push, has_device), result = done
+            return Forwarded(connection, result.message_ids[0], has_push, has_device)
         connection_ = await store.owner(recipient_key)
         if connection_ is None:
             return None

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import httpx
 import websockets
 
-from mediator import tasks
+from mediator import outbound, tasks
 from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
@@ -55,7 +55,7 @@ class Pusher:
         self.mailbox = mailbox
         self.settings = settings
         self.metrics = metrics
-        self.http = httpx.AsyncClient(timeout=settings.push_timeout_seconds)
+        self.http = outbound.client(settings)
         self._targets: dict[str, tuple[tuple[Service, ...], float]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
@@ -75,12 +75,13 @@ class Pusher:
         self._lookups.add(task)
         task.add_done_callback(self._lookups.discard)
 
-    def start(self, connection: str, services: tuple[Service, ...]) -> None:
-        """Push `connection`'s queue now, unless this node is at it (then once more after)."""
+    def start(self, connection: str, services: tuple[Service, ...], *, delay: float = 0.0) -> None:
+        """Push `connection`'s queue (after `delay` seconds), unless this node is at it (then
+        once more after)."""
         if connection in self._running:
             self._again.add(connection)
             return
-        task = asyncio.create_task(self._run(connection, services), name="push")
+        task = asyncio.create_task(self._run(connection, services, delay), name="push")
         self._running[connection] = task
         task.add_done_callback(lambda _: self._running.pop(connection, None))
 
@@ -114,8 +115,10 @@ class Pusher:
         if services:
             self.start(connection, services)
 
-    async def _run(self, connection: str, services: tuple[Service, ...]) -> None:
+    async def _run(self, connection: str, services: tuple[Service, ...], delay: float) -> None:
         try:
+            if delay > 0:
+                await asyncio.sleep(delay)
             while True:
                 self._again.discard(connection)
                 if not await self._push_queue(connection, services):

@@ -12,6 +12,10 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     mt   when mediation was denied (ms)
     x    it fetches explicitly (it has spoken a pickup or queue protocol)
     pa   failed push attempts in a row
+    dv   the phone's notification service: fcm or apns (push-notifications-<dv>/1.0)
+    dt   its device token;  dp  its platform;  da  its app (mediator/notify/apps.py)
+    nl   when it was last notified (ms);  na  failed notification attempts in a row
+    nq   a message came since its pending notification was last looked at
     k:<32 raw bytes>   a registered recipient key (its keylist)
 
 None of these names is a queue field (mediator/engine/model.py QUEUE_FIELDS).
@@ -30,6 +34,10 @@ MEDIATION: Final = "m"
 DENIED_MS: Final = "mt"
 EXPLICIT: Final = "x"
 PUSH_ATTEMPTS: Final = "pa"
+DEVICE_SERVICE: Final = "dv"  # these and the notification fields: also notify.lua's
+DEVICE_TOKEN: Final = "dt"
+DEVICE_PLATFORM: Final = "dp"
+DEVICE_APP: Final = "da"
 KEY: Final = b"k:"  # + the recipient key's raw bytes
 
 # What the code calls the states, and how the record writes them.

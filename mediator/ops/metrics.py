@@ -135,6 +135,17 @@ class Metrics:
             ["outcome"],
             registry=shared,
         )
+        self.notifications = Counter(
+            "mediator_notifications",
+            "Phone notifications, by provider (fcm, apns, webhook; none when nothing was sent) "
+            "and outcome: scheduled (a node queued a forward for a connection with a device), "
+            "sent, gone (token unregistered or invalid: device info removed), retried (429, "
+            "5xx, unreachable), failed (refused or out of attempts), or why none was sent: "
+            "live, empty, interval (waits for the interval's end), nothing_new, no_device, "
+            "no_provider.",
+            ["provider", "outcome"],
+            registry=shared,
+        )
         self.confirmations = Counter(
             "mediator_send_confirmations",
             "Sends that waited for replicas or fsyncs (--wait-replicas, --wait-fsync), by "

@@ -17,6 +17,7 @@ from mediator.protocols import (
     discover_features,
     pickup_v1,
     pickup_v2,
+    push_notifications,
     queue_v1,
     routing,
     trust_ping,
@@ -35,6 +36,7 @@ HANDLERS: dict[tuple[str, int, str], Handler] = {
     **queue_v1.HANDLERS,
     **trust_ping.HANDLERS,
     **discover_features.HANDLERS,
+    **push_notifications.HANDLERS,
 }
 
 # Messages handled without a connection: anoncrypted, authcrypted by a key that has none yet

@@ -21,6 +21,7 @@ from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import Connection, MediationStore
+from mediator.notify.notifier import Notifier
 from mediator.settings import Settings
 
 Callback = Callable[[], Awaitable[None]]
@@ -44,6 +45,7 @@ class Services:
     endpoints: tuple[str, ...]  # ours, in DID documents: HTTP(S) first, then WS(S)
     pusher: Pusher
     presence: Presence
+    notifier: Notifier
 
     def keys_for(self, connection: str) -> KeyPair:
         """Our key on the connection named by the peer's key `connection`."""
@@ -126,6 +128,7 @@ class Reply:
     queued_count: int | None = None  # for ~transport.queued_message_count, when known
     to: str | None = None  # the key to encrypt for, when not the inbound message's sender
     connection: Connection | None = None  # where it queues, when not the sender's connection
+    push_delay: float = 0.0  # seconds before a queued reply is pushed to the peer's endpoint
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """DID Exchange 1.0 and 1.1 (RFC 0023), the mediator as responder.
 
 The requester's DID may be did:peer:1 (with a signed `did_doc~attach`), did:peer:2, a long
-did:peer:4, or an unqualified DID with a signed attached document. We answer with our
-did:peer:2 (HTTP and WebSocket services); the attached document is signed by the
-invitation's key, and in 1.1 so is `did_rotate~attach`, which carries our DID.
+did:peer:4, or an unqualified DID with a signed attached document. We answer in kind
+(mediator_did.py): a did:peer:1 with its document attached, a long-form did:peer:4 (no
+attachment: it carries its document), else our did:peer:2 with its document attached; each
+with HTTP and WebSocket services. Attachments are signed by the invitation's key, and in
+1.1 so is `did_rotate~attach`, which carries our DID.
 """
 
 from __future__ import annotations
@@ -39,23 +41,24 @@ async def request(ctx: Context) -> None:
     except (ProblemReport, DidError) as exc:
         await handshake.refuse(ctx, doc, exc, version)
         return
-    ours = ctx.services.did_for(made.verkey)
+    our_did, our_doc = ctx.services.did_for(made.verkey).for_request(body.get("did"))
     response = {
         "@type": ctx.message.type.reply("response", version=version),
         "@id": new_id(),
         "~thread": {"thid": ctx.message.thread.thid, "pthid": invitation.id},
-        "did": ours.peer2,
-        "did_doc~attach": {
+        "did": our_did,
+    }
+    if our_doc is not None:
+        response["did_doc~attach"] = {
             "@id": new_id(),
             "mime-type": "application/json",
-            "data": sign_attachment(json.dumps(ours.peer2_doc).encode(), invitation.keys),
-        },
-    }
+            "data": sign_attachment(json.dumps(our_doc).encode(), invitation.keys),
+        }
     if version == "1.1":
         response["did_rotate~attach"] = {
             "@id": new_id(),
             "mime-type": "text/string",
-            "data": sign_attachment(ours.peer2.encode(), invitation.keys),
+            "data": sign_attachment(our_did.encode(), invitation.keys),
         }
     await handshake.answer(ctx, made, response)
 

@@ -7,11 +7,12 @@ import fnmatch
 
 from mediator.didcomm.message import PREFIXES
 from mediator.errors import ProblemReport
+from mediator.notify.provider import SERVICES
 from mediator.protocols.context import Context
 
 MAX_QUERY = 500
 
-# Exactly the protocols the dispatch table implements, with our role in each.
+# The protocols the dispatch table implements, with our role in each.
 PROTOCOLS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("didexchange/1.1", ("responder",)),
     ("didexchange/1.0", ("responder",)),
@@ -24,6 +25,10 @@ PROTOCOLS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trust_ping/1.0", ("receiver",)),
     ("discover-features/1.0", ("responder",)),
 )
+# Offered only when this deployment can reach the service's devices (mediator/notify).
+PUSH_PROTOCOLS = {
+    service: (f"push-notifications-{service}/1.0", ("notification-sender",)) for service in SERVICES
+}
 
 
 async def query(ctx: Context) -> None:
@@ -36,9 +41,11 @@ async def query(ctx: Context) -> None:
     for known in PREFIXES:
         if pattern.startswith(known):
             prefix = known
+    apps = ctx.services.notifier.apps
+    offered = [*PROTOCOLS, *(p for s, p in PUSH_PROTOCOLS.items() if apps.serves(s))]
     disclosed = [
         {"pid": prefix + pid, "roles": list(roles)}
-        for pid, roles in PROTOCOLS
+        for pid, roles in offered
         if fnmatch.fnmatchcase(prefix + pid, pattern)
     ]
     ctx.reply("disclose", {"protocols": disclosed})

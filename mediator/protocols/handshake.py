@@ -152,9 +152,16 @@ async def record(
 
 async def answer(ctx: Context, handshake: Handshake, message: dict[str, Any]) -> Reply:
     """Send `message` to the new connection: back over the transport when the request asked
-    for a return route, else through its queue to its endpoint."""
+    for a return route, else through its queue to its endpoint, pushed after
+    --handshake-push-delay-seconds (a requester may record its own request only after
+    sending it: ACA-Py does)."""
     connection = await ctx.services.store.connection(handshake.verkey)
-    reply = Reply(message=message, to=handshake.verkey, connection=connection)
+    reply = Reply(
+        message=message,
+        to=handshake.verkey,
+        connection=connection,
+        push_delay=ctx.settings.handshake_push_delay_seconds,
+    )
     ctx.replies.append(reply)
     return reply
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 
 from mediator.didcomm.envelope import recipient_kids
@@ -16,6 +18,7 @@ from mediator.errors import (
 from mediator.mediation.mailbox import Forwarded
 from mediator.protocols.context import Context
 
+UNKNOWN_KEY_FIRST_PAUSE = 0.01
 LIMIT_STATUS = {"message_size": 413, "count": 507, "size": 507, "will_queue": 403}
 
 
@@ -45,13 +48,15 @@ async def forward(ctx: Context) -> None:
     unconfirmed: list[ReplicationShortfall] = []
     targets: set[str] = set()
 
-    def queued(forwarded: Forwarded) -> None:
+    async def queued(forwarded: Forwarded) -> None:
         targets.add(forwarded.connection)
         if forwarded.has_push is not False:  # False: its record names no push endpoint
             services.pusher.queued(forwarded.connection)
+        if forwarded.has_device is not False:  # False: no phone to notify
+            await services.notifier.queued(forwarded.connection)
 
     try:
-        first = await services.mailbox.forward(to, envelope, services.store)
+        first = await _forward_when_routed(ctx, to, envelope)
     except (LimitExceeded, ReplicationShortfall) as exc:
         owner = await services.store.owner(to) or ""
         targets.add(owner)
@@ -60,6 +65,7 @@ async def forward(ctx: Context) -> None:
         else:  # stored all the same: the others still get it
             unconfirmed.append(exc)
             services.pusher.queued(owner)
+            await services.notifier.queued(owner)
     else:
         if first is None:
             raise ProblemReport(
@@ -67,7 +73,7 @@ async def forward(ctx: Context) -> None:
                 f"no recipient is registered here for key {to}: the message was not accepted",
                 status=404,
             )
-        queued(first)
+        await queued(first)
     others = [k for k in kids if k != to]
     for key, other in zip(others, await services.store.owners(others), strict=True):
         if other is None or other in targets:
@@ -82,7 +88,7 @@ async def forward(ctx: Context) -> None:
         except ReplicationShortfall as exc:
             unconfirmed.append(exc)
             continue
-        queued(Forwarded(owner, mid, None))
+        await queued(Forwarded(owner, mid, None))
     if unconfirmed and not refused:
         raise unconfirmed[0]
     if refused:
@@ -94,6 +100,24 @@ async def forward(ctx: Context) -> None:
             f"the recipient's queue refused the message: {refusal.reason}{note}",
             status=LIMIT_STATUS.get(refusal.kind, 507),
         )
+
+
+async def _forward_when_routed(ctx: Context, to: str, envelope: bytes) -> Forwarded | None:
+    """Queue the message for `to`'s connection; a key nobody registered yet is looked up
+    again for up to --forward-unknown-key-wait-seconds (10 ms, then doubling), because
+    agents hand out invitations before their keylist update has reached us (ACA-Py: 0.4 to
+    18 ms later, measured; docs/interop.md)."""
+    services = ctx.services
+    forwarded = await services.mailbox.forward(to, envelope, services.store)
+    waited, pause = 0.0, UNKNOWN_KEY_FIRST_PAUSE
+    budget = ctx.settings.forward_unknown_key_wait_seconds
+    while forwarded is None and waited < budget:
+        pause = min(pause, budget - waited)
+        await asyncio.sleep(pause)
+        waited += pause
+        pause *= 2
+        forwarded = await services.mailbox.forward(to, envelope, services.store)
+    return forwarded
 
 
 HANDLERS = {("routing", 1, "forward"): forward}

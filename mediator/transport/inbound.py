@@ -276,7 +276,7 @@ class Pipeline:
                     log.warning("reply dropped: the connection's queue is full (%s)", exc)
                 else:
                     if target.push:
-                        self.services.pusher.start(to, target.push)
+                        self.services.pusher.start(to, target.push, delay=reply.push_delay)
                 await _unsent(reply)
             else:
                 await _unsent(reply)

@@ -5,7 +5,8 @@
 -- Redis Cluster the caller reads the route, then sends.
 -- KEYS[1] the routes bucket (hash: raw recipient key -> connection)
 -- ARGV[1] the field (raw recipient key)  ARGV[2] the namespace's default settings (msgpack)
--- ARGV[3] a config field whose presence the reply reports (a connection's push services)
+-- ARGV[3] config fields whose presence the reply reports, space-separated (a connection's push
+--   services, its phone's device token): bit i of the reply's third value is field i + 1
 -- ARGV[4 .. 8] one message: id, content type, content encoding, trace id, body
 -- Returns {0}  no route; else {1, name, field present 0/1, <send.lua's reply>...}
 local name = redis.call('HGET', KEYS[1], ARGV[1])
@@ -19,6 +20,11 @@ for i, template in ipairs(TEMPLATES) do
 end
 local Q = queue_keys(list, 1)
 local r = send_messages(Q, qualified, defaults_of(ARGV[2]), {}, ARGV, 4)
-local out = {1, name, redis.call('HEXISTS', Q.cfg, ARGV[3])}
+local present, bit = 0, 1
+for f in string.gmatch(ARGV[3], '%S+') do
+  if redis.call('HEXISTS', Q.cfg, f) == 1 then present = present + bit end
+  bit = bit * 2
+end
+local out = {1, name, present}
 for _, v in ipairs(r) do out[#out + 1] = v end
 return out

@@ -1,0 +1,210 @@
+"""Phone notifications: when a forward is queued for a connection that registered a device
+and has no live session on any node, its app's provider is asked to wake the phone.
+
+Off the sender's path and cluster-wide, through the shard schedules the workers already
+run (the member `@note:<connection>`, notify.lua):
+
+1. A node that queued a forward marks the connection (one script call, only for
+   connections with a device) and schedules its notification `--notify-delay-seconds`
+   ahead, unless one is scheduled already: a burst collapses into one.
+2. The worker holding the shard claims it when due, moving it a guard time ahead first: a
+   worker that dies mid-call leaves the notification to whichever worker takes the shard.
+3. It sends nothing when a live-mode or implicit-pickup socket holds the connection on any
+   node (the presence registry), when nothing waits, or when nothing came since the last
+   notification; within `--notify-interval-seconds` of the last one it waits for the
+   interval's end. Otherwise one notification carries the number of messages waiting.
+4. The provider's answer: sent; gone (the device info is removed); retry (backoff, the
+   provider's Retry-After honoured, `--notify-attempts` at most); refused (given up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+from mediator import outbound, tasks
+from mediator.cluster.presence import Presence
+from mediator.engine import keys
+from mediator.engine.scripts import Scripts
+from mediator.mediation.mailbox import Mailbox
+from mediator.notify.apps import Apps
+from mediator.notify.devices import DeviceBook, schedule_keys
+from mediator.notify.provider import Device, Notice, Outcome
+from mediator.ops.metrics import Metrics
+from mediator.settings import Settings
+from mediator.storage.clients import STORAGE_ERRORS, RedisClient
+
+log = logging.getLogger(__name__)
+
+CONCURRENCY = 64  # notifications in flight at once per process
+RETRY_AFTER_MAX = 3600.0
+
+
+class Notifier:
+    def __init__(
+        self,
+        redis: RedisClient,
+        mailbox: Mailbox,
+        presence: Presence,
+        settings: Settings,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.redis = redis
+        self.mailbox = mailbox
+        self.presence = presence
+        self.settings = settings
+        self.metrics = metrics
+        self.scripts = Scripts(redis)
+        self.devices = DeviceBook(redis)
+        self.http = outbound.client(settings)
+        self.http2 = outbound.client(settings, http2=True)
+        self.apps = Apps.load(settings, self.http, self.http2)
+        self._slots = asyncio.Semaphore(CONCURRENCY)
+        self._running: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ a node: a forward queued
+
+    async def queued(self, connection: str) -> None:
+        """A sender's message was queued for `connection`: schedule its notification when it
+        has a device. Storage trouble is logged, never the forward's failure."""
+        if not self.apps.configured:
+            return
+        keys_, member = schedule_keys(connection)
+        delay_ms = int(self.settings.notify_delay_seconds * 1000)
+        try:
+            at = int(await self.scripts.call("notify", keys_, ["queued", member, delay_ms]))
+            if at > 0:
+                await self._hint(connection, at)
+                self._count("scheduled")
+        except STORAGE_ERRORS as exc:
+            log.warning("scheduling a notification failed: %s", exc)
+
+    # ------------------------------------------------------------ a worker: due
+
+    async def due(self, connection: str) -> None:
+        """The notification's time has come (the worker holding its shard found it due).
+        Claimed here, sent in a task of its own so a slow provider holds up no upkeep."""
+        keys_, member = schedule_keys(connection)
+        guard_ms = int((3 * self.settings.push_timeout_seconds + 5) * 1000)
+        claimed = await self.scripts.call("notify", keys_, ["claim", member, guard_ms])
+        if not claimed:
+            return
+        task = asyncio.create_task(self._run(connection, claimed), name="notify")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _run(self, connection: str, claimed: list[Any]) -> None:
+        now, service, token, platform, app, last, attempts, new = (_s(v) for v in claimed)
+        try:
+            async with self._slots:
+                await self._notify(
+                    connection,
+                    int(now),
+                    Device(service, token, platform, app) if token else None,
+                    last=int(last),
+                    attempts=int(attempts),
+                    new=new == "1",
+                )
+        except STORAGE_ERRORS as exc:
+            log.warning(
+                "notification for %s stopped: %s (a worker retries it)", connection[:8], exc
+            )
+        except Exception:
+            log.exception("notification for %s failed unexpectedly", connection[:8])
+
+    async def _notify(
+        self,
+        connection: str,
+        now: int,
+        device: Device | None,
+        *,
+        last: int,
+        attempts: int,
+        new: bool,
+    ) -> None:
+        if device is None:
+            return await self._op(connection, "done", skipped="no_device")
+        if not new and attempts == 0:
+            return await self._op(connection, "done", skipped="nothing_new")
+        if await self.presence.holder(connection) is not None:
+            return await self._op(connection, "done", skipped="live")
+        waiting = (await self.mailbox.status(connection)).waiting
+        if waiting == 0:
+            return await self._op(connection, "done", skipped="empty")
+        interval_ms = int(self.settings.notify_interval_seconds * 1000)
+        if last and now < last + interval_ms:
+            return await self._op(connection, "later", last + interval_ms - now, skipped="interval")
+        provider = self.apps.provider(device)
+        if provider is None:  # its app is no longer configured
+            return await self._op(connection, "done", skipped="no_provider")
+        notice = Notice(
+            device=device,
+            connection=connection,
+            count=waiting,
+            title=self.settings.notify_alert_title,
+            body=self.settings.notify_alert_body,
+            notice_id=str(uuid.uuid4()),
+        )
+        outcome = await provider.send(notice)
+        await self._settle(connection, provider.name, outcome, attempts)
+
+    async def _settle(
+        self, connection: str, provider: str, outcome: Outcome, attempts: int
+    ) -> None:
+        if outcome.kind == "sent":
+            self._count("sent", provider)
+            await self._op(connection, "sent")
+        elif outcome.kind == "gone":
+            self._count("gone", provider)
+            log.info("device of %s is gone (%s): its info removed", connection[:8], outcome.detail)
+            await self._op(connection, "forget")
+        elif outcome.kind == "retry" and attempts + 1 < self.settings.notify_attempts:
+            self._count("retried", provider)
+            delay = min(
+                self.settings.push_retry_max_seconds,
+                self.settings.push_retry_min_seconds * 2 ** min(attempts, 30),
+            )
+            if outcome.retry_after is not None:
+                delay = max(delay, min(outcome.retry_after, RETRY_AFTER_MAX))
+            log.info(
+                "notification for %s: %s; retry in %.1f s", connection[:8], outcome.detail, delay
+            )
+            await self._op(connection, "retry", int(delay * 1000))
+        else:
+            self._count("failed", provider)
+            log.warning("notification for %s given up: %s", connection[:8], outcome.detail)
+            await self._op(connection, "giveup")
+
+    async def _op(
+        self, connection: str, op: str, in_ms: int | None = None, *, skipped: str = ""
+    ) -> None:
+        """One of notify.lua's steps; `done`-like steps come back `--notify-delay-seconds`
+        ahead when a message came meanwhile."""
+        if skipped:
+            self._count(skipped)
+        keys_, member = schedule_keys(connection)
+        if in_ms is None:
+            in_ms = int(self.settings.notify_delay_seconds * 1000)
+        at = int(await self.scripts.call("notify", keys_, [op, member, in_ms]))
+        if at > 0:
+            await self._hint(connection, at)
+
+    async def _hint(self, connection: str, at_ms: int) -> None:
+        """The workers' hint: the shard has something due at `at_ms` (ZADD LT)."""
+        shard = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").shard
+        await self.redis.zadd(keys.next_due(), {str(shard): at_ms}, lt=True)
+
+    def _count(self, outcome: str, provider: str = "") -> None:
+        if self.metrics is not None:
+            self.metrics.notifications.labels(provider or "none", outcome).inc()
+
+    async def aclose(self) -> None:
+        await tasks.stop(list(self._running))
+        await self.http.aclose()
+        await self.http2.aclose()
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
