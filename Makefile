@@ -70,11 +70,14 @@ topologies: install-spark
 	MEDIATOR_TEST_TOPOLOGY=sentinel MEDIATOR_WAIT_REPLICAS=1 $(PY) -m pytest -m "engine or topology"
 	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PY) -m pytest -m "engine or topology"
 
-# The real wallets the interop tests drive (tests/interop): Credo in Node.js and ACA-Py in a
-# Python 3.13 environment, installed once into ~/.cache/mediator-interop and kept there. The
-# tests install them themselves when missing; this target only warms the cache up front.
+# The real wallets the interop tests drive (tests/interop): Credo 0.5.19, 0.6.3 and 0.7.0 in
+# Node.js and ACA-Py in a Python 3.13 environment, installed once into
+# ~/.cache/mediator-interop and kept there. The tests install them themselves when missing;
+# this target only warms the cache up front.
 interop-install:
 	interop/install-credo.sh
+	interop/install-credo.sh 0.6.3
+	interop/install-credo.sh 0.7.0
 	interop/install-acapy.sh
 
 interop: install-spark interop-install

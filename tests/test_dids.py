@@ -116,11 +116,13 @@ def test_a_long_did_peer_4_from_the_reference_library_resolves_here() -> None:
     assert did_peer.short_numalgo4(did) == did_peer_4.long_to_short(did)
 
 
-def test_we_answer_a_did_exchange_request_in_the_numalgo_it_was_asked_in() -> None:
+def test_we_answer_a_did_exchange_request_with_a_whole_document() -> None:
     """Credo 0.6+ keeps typed services only from whole documents (did:peer:1 with its
-    attachment, long did:peer:4): our answer to those is in the same form, with both the
-    HTTP and the WebSocket endpoint; anything else gets our did:peer:2."""
+    attachment, long did:peer:4): a did:peer:1 request gets our did:peer:1, a did:peer:2 or
+    4 one our long did:peer:4, each with both the HTTP and the WebSocket endpoint; older
+    DIDs get our did:peer:2."""
     ours = MediatorDid(KeyPair.generate(), ENDPOINTS)
+    assert ours.for_request("did:peer:2.Vz6MkFoo") == ours.for_request("did:peer:4zQmFoo:zBar")
     did4, attached4 = ours.for_request("did:peer:4zQmFoo:zBar")
     assert attached4 is None and did4.startswith("did:peer:4zQm") and did4.count(":") == 3
     resolved = did_peer_4.resolve(did4)  # the reference library agrees on the hash and body
@@ -135,7 +137,7 @@ def test_we_answer_a_did_exchange_request_in_the_numalgo_it_was_asked_in() -> No
     assert doc1.recipient_key == ours.keys.verkey_b58
     assert [s.endpoint for s in doc1.services] == list(ENDPOINTS)
 
-    for other in ("did:peer:2.Vz6MkFoo", "did:sov:WgWxqztrNooG92RXvxSTWv", "garbage", None):
+    for other in ("did:sov:WgWxqztrNooG92RXvxSTWv", "WgWxqztrNooG92RXvxSTWv", "garbage", None):
         assert ours.for_request(other) == (ours.peer2, ours.peer2_doc)
 
 

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import redis
 
+from mediator.client.agent import message
 from mediator.client.recipient import Recipient
 from tests.didcomm_peer import forward, mediator_key
 from tests.eventually import eventually
@@ -125,8 +126,13 @@ async def android(
     return node, wallet, key, med
 
 
+PLEASE_ACK = {"~please_ack": {"on": ["RECEIPT"]}}
+
+
 async def set_device(wallet: Recipient, service: str, **fields: Any) -> dict[str, Any]:
-    return await wallet.request(f"push-notifications-{service}/1.0/set-device-info", **fields)
+    """set-device-info asking for an ack (RFC 0317): the ack, or a problem report."""
+    kind = f"push-notifications-{service}/1.0/set-device-info"
+    return await wallet.request(kind, **fields, **PLEASE_ACK)
 
 
 async def burst(node: Node, med: str, key: str, n: int) -> None:
@@ -376,7 +382,16 @@ async def test_device_info_is_validated_and_removed_with_nulls(
         "https://didcomm.org/push-notifications-fcm/1.0"
     ]
 
-    await set_device(wallet, "fcm", device_token=FCM_TOKEN, device_platform="android")
+    # Unasked, a successful set is not acknowledged (Credo's module would answer an ack
+    # with a problem report); asked, it is.
+    unasked = message(
+        "push-notifications-fcm/1.0/set-device-info",
+        device_token=FCM_TOKEN,
+        device_platform="android",
+    )
+    assert await wallet.send(unasked) is None
+    info = await wallet.request("push-notifications-fcm/1.0/get-device-info")
+    assert info["device_token"] == FCM_TOKEN
     removed = await set_device(wallet, "fcm", device_token=None, device_platform=None)
     assert removed["status"] == "OK"
     gone = await wallet.request("push-notifications-fcm/1.0/get-device-info")

@@ -5,15 +5,18 @@
 //                   "inboundPort": 0, "pollingMs": 500}'
 //
 // Commands: {"id", "cmd": "create-invitation" | "receive-invitation" (url) | "send"
-// (connectionId, content) | "messages" | "mediation" | "connections" | "shutdown"}.
+// (connectionId, content) | "messages" | "mediation" | "connections" | "set-device-info"
+// (service fcm|apns, deviceToken, devicePlatform) | "get-device-info" (service) | "shutdown"}.
+// The device-info commands act on the mediator connection through Credo's push
+// notifications module (@credo-ts/push-notifications), as a wallet registers its phone.
 // Answers: {"id", "ok": true, ...} or {"id", "ok": false, "error"}.
 // Events: {"event": "ready", ...}, {"event": "basic-message", "connectionId", "content"}.
 'use strict'
 
-const readline = require('readline')
 const crypto = require('crypto')
 const path = require('path')
 const { createRequire } = require('module')
+const { emit, fail, log, safeJson, serve } = require('../driver.cjs')
 
 // Credo's packages come from the install folder CREDO_HOME (interop/install-credo.sh) and
 // only from there: a node_modules lying in a folder above this script must not shadow them.
@@ -22,6 +25,7 @@ const load = process.env.CREDO_HOME
   : require
 const {
   Agent,
+  AgentEventTypes,
   BasicMessageEventTypes,
   BasicMessageRole,
   ConnectionsModule,
@@ -35,18 +39,14 @@ const {
 const { agentDependencies, HttpInboundTransport } = load('@credo-ts/node')
 const { AskarModule } = load('@credo-ts/askar')
 const { ariesAskar } = load('@hyperledger/aries-askar-nodejs')
+const { PushNotificationsApnsModule, PushNotificationsFcmModule } = load(
+  '@credo-ts/push-notifications'
+)
 
 const options = JSON.parse(process.argv[2] || '{}')
 const received = []
 let stopping = false
 
-function emit(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n')
-}
-
-function log(...args) {
-  process.stderr.write(args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' ') + '\n')
-}
 
 class StderrLogger extends ConsoleLogger {
   constructor(level) {
@@ -58,19 +58,14 @@ class StderrLogger extends ConsoleLogger {
   }
 }
 
-function safeJson(data) {
-  try {
-    return JSON.stringify(data, (k, v) => (v instanceof Error ? { message: v.message, stack: v.stack } : v))
-  } catch (e) {
-    return String(data)
-  }
-}
 
 async function main() {
   const port = options.inboundPort || 0
   const modules = {
     askar: new AskarModule({ ariesAskar }),
     connections: new ConnectionsModule({ autoAcceptConnections: true }),
+    pushNotificationsFcm: new PushNotificationsFcmModule(),
+    pushNotificationsApns: new PushNotificationsApnsModule(),
   }
   if (options.mediatorInvitationUrl) {
     modules.mediationRecipient = new MediationRecipientModule({
@@ -116,6 +111,12 @@ async function main() {
   }
   emit(ready)
 
+  const mediatorConnection = async () => {
+    const mediator = await agent.mediationRecipient.findDefaultMediator()
+    if (!mediator) throw new Error('no mediator')
+    return mediator.connectionId
+  }
+
   const handlers = {
     'create-invitation': async () => {
       const oob = await agent.oob.createInvitation({ multiUseInvitation: false })
@@ -147,6 +148,35 @@ async function main() {
         ? { state: m.state, endpoint: m.endpoint, routingKeys: m.routingKeys, pickup: m.pickupStrategy }
         : { state: null }
     },
+    'set-device-info': async (c) => {
+      const connectionId = await mediatorConnection()
+      const info = { deviceToken: c.deviceToken, devicePlatform: c.devicePlatform }
+      if (c.service === 'apns') {
+        await agent.modules.pushNotificationsApns.setDeviceInfo(connectionId, { deviceToken: c.deviceToken })
+      } else {
+        await agent.modules.pushNotificationsFcm.setDeviceInfo(connectionId, info)
+      }
+      return {}
+    },
+    'get-device-info': async (c) => {
+      // The answer comes back as a message the module handles without an event of its own:
+      // it is caught from the agent's generic "message processed" event.
+      const connectionId = await mediatorConnection()
+      const answered = new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no device-info within 10 s')), 10000)
+        const listener = ({ payload }) => {
+          const type = payload.message.type || payload.message['@type'] || ''
+          if (!/push-notifications-(fcm|apns)\/1\.0\/(device-info|problem-report)$/.test(type)) return
+          clearTimeout(timer)
+          agent.events.off(AgentEventTypes.AgentMessageProcessed, listener)
+          resolve(payload.message.toJSON())
+        }
+        agent.events.on(AgentEventTypes.AgentMessageProcessed, listener)
+      })
+      if (c.service === 'apns') await agent.modules.pushNotificationsApns.getDeviceInfo(connectionId)
+      else await agent.modules.pushNotificationsFcm.getDeviceInfo(connectionId)
+      return { message: await answered }
+    },
     shutdown: async () => {
       stopping = true
       await agent.shutdown()
@@ -155,36 +185,9 @@ async function main() {
     },
   }
 
-  const lines = readline.createInterface({ input: process.stdin })
-  lines.on('line', async (line) => {
-    let command
-    try {
-      command = JSON.parse(line)
-    } catch (e) {
-      emit({ ok: false, error: `not JSON: ${line.slice(0, 80)}` })
-      return
-    }
-    const handler = handlers[command.cmd]
-    if (!handler) {
-      emit({ id: command.id, ok: false, error: `unknown command ${command.cmd}` })
-      return
-    }
-    try {
-      emit({ id: command.id, ok: true, ...(await handler(command)) })
-    } catch (e) {
-      log('command failed', command.cmd, e && e.stack ? e.stack : String(e))
-      emit({ id: command.id, ok: false, error: e && e.message ? e.message : String(e) })
-    }
-  })
-  lines.on('close', async () => {
-    if (!stopping) await agent.shutdown().catch(() => {})
-    process.exit(0)
+  serve(handlers, async () => {
+    if (!stopping) await agent.shutdown()
   })
 }
 
-process.on('unhandledRejection', (e) => log('unhandled rejection', e && e.stack ? e.stack : String(e)))
-main().catch((e) => {
-  log('agent failed to start', e && e.stack ? e.stack : String(e))
-  emit({ event: 'failed', error: e && e.message ? e.message : String(e) })
-  process.exit(1)
-})
+main().catch((e) => fail('agent failed to start', e))

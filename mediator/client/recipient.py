@@ -28,7 +28,7 @@ from mediator.client.transports import (
 )
 from mediator.didcomm import envelope
 from mediator.didcomm.did_doc import QUEUE_ENDPOINT, parse_doc
-from mediator.didcomm.did_peer import numalgo2_did, resolve_numalgo2
+from mediator.didcomm.did_peer import numalgo2_did, resolve
 from mediator.didcomm.keys import KeyPair, did_key_to_verkey, normalize_key
 from mediator.didcomm.signatures import verify_attachment
 from mediator.errors import DidError, EnvelopeError
@@ -268,7 +268,7 @@ class Recipient(Agent):
             raise ClientError(502, "the response's DID is not signed by the invitation's key")
         self.mediator_did = str(response["did"])
         try:
-            self.mediator = parse_doc(resolve_numalgo2(self.mediator_did)).recipient_key
+            self.mediator = parse_doc(resolve(self.mediator_did)).recipient_key
         except DidError as exc:
             raise ClientError(502, f"the mediator's DID: {exc}") from exc
 

@@ -173,6 +173,16 @@ def resolve_numalgo4(did: str) -> dict[str, Any]:
     return doc
 
 
+def resolve(did: str) -> dict[str, Any]:
+    """The document of a DID that carries it: a did:peer:2 or a long-form did:peer:4."""
+    algo = numalgo(did)
+    if algo == 2:
+        return resolve_numalgo2(did)
+    if algo == 4:
+        return resolve_numalgo4(did)
+    raise DidError(f"{did[:60]!r} carries no document (a did:peer:2 or long did:peer:4 does)")
+
+
 def short_numalgo4(did: str) -> str:
     return did.rsplit(":", 1)[0] if did.count(":") == 3 else did
 

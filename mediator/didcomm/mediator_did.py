@@ -6,10 +6,11 @@ document lists the HTTP endpoint first and the WebSocket endpoint second: ACA-Py
 the first, and Credo opens a socket for live mode and implicit pickup only when a service
 has a ws(s) endpoint.
 
-DID Exchange answers in the form it was asked in (`for_request`): a did:peer:1 or a
-long-form did:peer:4 carries a whole document with typed `did-communication` services,
-which Credo 0.6+ keeps as such (from a did:peer:2 it keeps generic services, in which it
-cannot find the WebSocket that live mode needs); anything else gets the did:peer:2.
+DID Exchange answers with a whole document (`for_request`): a did:peer:1 with its document
+attached to a did:peer:1 request, a long-form did:peer:4 to a did:peer:2 or 4 one. Credo
+0.6+ keeps typed `did-communication` services only from whole documents: from a did:peer:2
+it keeps generic services, in which it cannot find the WebSocket that implicit pickup
+needs. Requesters with older DIDs (unqualified, did:sov) get the did:peer:2.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class MediatorDid:
             algo = numalgo(their_did) if isinstance(their_did, str) else None
         except DidError:
             algo = None
-        if algo == 4:
+        if algo in (2, 4):
             return self.peer4, None
         if algo == 1:
             return self.peer1, self.peer1_doc

@@ -6,6 +6,7 @@ mediation store, and adds its replies; it never talks to Redis itself.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from mediator.didcomm.message import MessageType
@@ -23,6 +24,8 @@ from mediator.protocols import (
     trust_ping,
 )
 from mediator.protocols.context import Context
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[[Context], Awaitable[None]]
 
@@ -57,10 +60,23 @@ def handler_for(mtype: MessageType) -> Handler:
     key = (mtype.family, mtype.major, mtype.name)
     if mtype.family == "noop" or (mtype.name == "noop" and key not in HANDLERS):
         return trust_ping.noop  # RFC 0092 leaves noop's family open
+    if mtype.name in PROBLEM_NAMES and key not in HANDLERS:
+        return problem_noted  # never a problem report in answer to one (RFC 0035)
     handler = HANDLERS.get(key)
     if handler is None:
         raise ProblemReport("unsupported-message-type", f"unsupported message type {mtype}")
     return handler
+
+
+PROBLEM_NAMES = ("problem-report", "problem_report")
+
+
+async def problem_noted(ctx: Context) -> None:
+    """A peer's problem report in any family (`notification/1.0`, a protocol's own): logged,
+    never answered, so that two agents never trade reports about each other's reports."""
+    description = ctx.message.body.get("description")
+    code = description.get("code") if isinstance(description, dict) else None
+    log.info("problem report from a peer: %s %s", ctx.message.type, str(code)[:100])
 
 
 def is_anonymous(mtype: MessageType) -> bool:

@@ -1,11 +1,12 @@
 """DID Exchange 1.0 and 1.1 (RFC 0023), the mediator as responder.
 
 The requester's DID may be did:peer:1 (with a signed `did_doc~attach`), did:peer:2, a long
-did:peer:4, or an unqualified DID with a signed attached document. We answer in kind
-(mediator_did.py): a did:peer:1 with its document attached, a long-form did:peer:4 (no
-attachment: it carries its document), else our did:peer:2 with its document attached; each
-with HTTP and WebSocket services. Attachments are signed by the invitation's key, and in
-1.1 so is `did_rotate~attach`, which carries our DID.
+did:peer:4, or an unqualified DID with a signed attached document. We answer with a whole
+document (mediator_did.py): a did:peer:1 with its document attached to a did:peer:1, a
+long-form did:peer:4 (no attachment: it carries its document) to a did:peer:2 or 4, else
+our did:peer:2 with its document attached; each with HTTP and WebSocket services.
+Attachments are signed by the invitation's key, and in 1.1 so is `did_rotate~attach`, which
+carries our DID.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ notification-sender: a connection sets, reads and removes the device its phone w
 `set-device-info` with every value null removes it; with one of two null it is refused
 (`missing-value`). An optional `app` field (our extension, docs/push.md) names the wallet
 app whose credentials reach the device; without it the device belongs to the default app.
-The set is acknowledged (RFC 0015 `ack`, adopted by both protocols) over the return route
-only: a wallet that did not ask for one is not sent a message it may not handle. Offered
-only for the services this deployment can reach (Discover Features lists what it can do).
+The set is acknowledged (RFC 0015 `ack`, adopted by both protocols) when the wallet asks
+with `~please_ack` (RFC 0317): Credo's push notifications module, the one client, handles no
+`ack` and answers one with a problem report. Errors are always answered. Offered only for
+the services this deployment can reach (Discover Features lists what it can do).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ async def set_device_info(ctx: Context) -> None:
                 "unknown-app", f"no app {named!r} with {service.upper()} notifications here"
             )
         await notifier.devices.set(connection.verkey, Device(service, token, platform, app.name))
-    if ctx.can_return:
-        ctx.reply("ack", {"status": "OK"}, queueable=False)
+    if "~please_ack" in body:
+        ctx.reply("ack", {"status": "OK"})
 
 
 async def get_device_info(ctx: Context) -> None:

@@ -129,3 +129,23 @@ def test_schema_refuses_wrong_types_in_a_values_file(helm: Helm) -> None:
 def test_kubernetes_older_than_supported(helm: Helm) -> None:
     with pytest.raises(RenderError, match="kubeVersion"):
         helm.template(sets=[URL], kube_version="1.29.0")
+
+
+def test_notification_keys_need_their_secret(helm: Helm) -> None:
+    message = refused(helm, URL, "notifications.fcmCredentialsKey=firebase.json")
+
+    assert "notifications: firebase.json name keys of notifications.existingSecret" in message
+
+
+def test_an_apns_key_needs_its_ids_and_topic(helm: Helm) -> None:
+    message = refused(
+        helm, URL, "notifications.existingSecret=push", "notifications.apns.keyKey=key.p8"
+    )
+
+    assert "notifications.apns: the auth key needs keyId, teamId and topic" in message
+
+
+def test_a_notifications_secret_nobody_uses(helm: Helm) -> None:
+    message = refused(helm, URL, "notifications.existingSecret=push")
+
+    assert "no provider uses it" in message

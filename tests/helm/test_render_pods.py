@@ -344,3 +344,42 @@ def test_checksums_roll_the_pods(helm: Helm) -> None:
         for _, template in render.workloads():
             assert template["metadata"]["annotations"]["checksum/config"] == checksums(render)[0]
             assert template["metadata"]["annotations"]["checksum/secret"] == checksums(render)[1]
+
+
+# ------------------------------------------------------------------ notifications
+
+
+def test_nodes_and_workers_get_the_providers_credentials_from_one_secret(
+    renders: dict[str, Render],
+) -> None:
+    """Workers send the notifications, nodes check the device registrations: both see the
+    Secret's files, read-only, and the same settings; the webhook's key only by reference."""
+    render = renders["full"]
+    folder = "/etc/mediator/notifications"
+    for pod, name in ((node_pod(render), "node"), (worker_pod(render), "worker")):
+        box = container(pod, name)
+        assert {"name": "notifications", "mountPath": folder, "readOnly": True} in box[
+            "volumeMounts"
+        ]
+        [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "notifications"]
+        assert volume["secret"] == {"secretName": "mediator-push", "defaultMode": 0o440}
+        files = {
+            "MEDIATOR_FCM_CREDENTIALS_FILE": f"{folder}/firebase-service-account.json",
+            "MEDIATOR_APNS_KEY_FILE": f"{folder}/AuthKey_ABC123DEFG.p8",
+            "MEDIATOR_APNS_TOPIC": "org.example.wallet",
+            "MEDIATOR_APNS_ENVIRONMENT": "sandbox",
+            "MEDIATOR_NOTIFY_INTERVAL_SECONDS": "60",
+            "MEDIATOR_NOTIFY_WEBHOOK_URL": "https://notifier.example.org/didcomm",
+        }
+        for variable, value in files.items():
+            assert env_value(box, variable)["value"] == value, (name, variable)
+        assert env_value(box, "MEDIATOR_NOTIFY_WEBHOOK_SECRET")["valueFrom"] == {
+            "secretKeyRef": {"name": "mediator-push", "key": "webhook-secret"}
+        }
+
+
+def test_no_notifications_by_default(renders: dict[str, Render]) -> None:
+    for pod in (node_pod(renders["standalone"]), worker_pod(renders["standalone"])):
+        assert all(v["name"] != "notifications" for v in pod["spec"]["volumes"])
+        names = {e["name"] for c in pod["spec"]["containers"] for e in c.get("env", [])}
+        assert not {n for n in names if "FCM" in n or "APNS" in n or "NOTIFY" in n}

@@ -1,5 +1,7 @@
-"""A real Credo 0.5.19 agent in a Node.js process (`interop/credo/agent.js`), driven over
-JSON lines: the wallet a mobile user runs, talking to our mediator unmodified."""
+"""A real Credo agent in a Node.js process, driven over JSON lines: the wallet a mobile user
+runs, talking to our mediator unmodified. Credo 0.5.19 runs `interop/credo/agent.js`; 0.6.3
+and 0.7.0, whose API moved DIDComm into a module of its own, run `interop/credo-next/agent.mjs`
+(same commands and events)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,21 @@ from typing import Any
 
 from tests.interop.installs import ROOT, installed
 
+VERSIONS = ("0.5.19", "0.6.3", "0.7.0")
+DEFAULT_VERSION = "0.5.19"
 AGENT = ROOT / "interop" / "credo" / "agent.js"
+NEXT_AGENT = ROOT / "interop" / "credo-next" / "agent.mjs"
 
 
-def credo_install_dir() -> Path:
-    return installed("credo")
+def credo_install_dir(version: str = DEFAULT_VERSION) -> Path:
+    """The install folder of that Credo version (installed on first use, then cached)."""
+    if version not in VERSIONS:
+        raise ValueError(f"Credo {version}: the interop tests know {', '.join(VERSIONS)}")
+    return installed("credo", version)
+
+
+def agent_script(version: str = DEFAULT_VERSION) -> Path:
+    return AGENT if version.startswith("0.5.") else NEXT_AGENT
 
 
 class CredoError(Exception):
@@ -29,12 +41,17 @@ class CredoAgent:
         self,
         label: str,
         *,
+        version: str = DEFAULT_VERSION,
         mediator_invitation_url: str | None = None,
         pickup: str | None = None,
         inbound_port: int | None = None,
         polling_ms: int = 500,
         log_level: str = "info",
+        peer_num_algo: int | None = None,
     ) -> None:
+        """`pickup` is a Credo pickup strategy or "auto" (none: Discover Features decides).
+        `peer_num_algo` (1, 2 or 4; 0.6+ only) is the did:peer method of Credo's DID
+        Exchange requests."""
         self.options: dict[str, Any] = {
             "label": label,
             "pollingMs": polling_ms,
@@ -45,7 +62,12 @@ class CredoAgent:
             self.options["pickup"] = pickup or "PickUpV2"
         if inbound_port is not None:
             self.options["inboundPort"] = inbound_port
+        if peer_num_algo is not None:
+            if agent_script(version) == AGENT:
+                raise ValueError("Credo 0.5 has no choice of did:peer method")
+            self.options["peerNumAlgo"] = peer_num_algo
         self.label = label
+        self.version = version
         self.proc: asyncio.subprocess.Process | None = None
         self.messages: list[dict[str, Any]] = []
         self.ready: dict[str, Any] | None = None
@@ -55,15 +77,15 @@ class CredoAgent:
         self._next_id = 0
         self._reader: asyncio.Task[None] | None = None
         self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open while it runs)
-            prefix=f"credo-{label}-", suffix=".log", delete=False
+            prefix=f"credo-{version}-{label}-", suffix=".log", delete=False
         )
 
     async def start(self, timeout: float = 90.0) -> dict[str, Any]:  # noqa: ASYNC109
-        home = credo_install_dir()
+        home = credo_install_dir(self.version)
         env = {**os.environ, "CREDO_HOME": str(home), "NODE_PATH": str(home / "node_modules")}
         self.proc = await asyncio.create_subprocess_exec(
             "node",
-            str(AGENT),
+            str(agent_script(self.version)),
             json.dumps(self.options),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -11,15 +11,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @functools.cache
-def installed(peer: str) -> Path:
-    """Run interop/install-<peer>.sh and return the folder it installed into."""
+def installed(peer: str, version: str | None = None) -> Path:
+    """Run interop/install-<peer>.sh (with the version, for a peer whose installer takes
+    one) and return the folder it installed into."""
     done = subprocess.run(
-        [str(ROOT / "interop" / f"install-{peer}.sh")],
+        [str(ROOT / "interop" / f"install-{peer}.sh"), *([version] if version else [])],
         capture_output=True,
         text=True,
         timeout=1200,
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"installing {peer} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"installing {peer} {version or ''} failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip().splitlines()[-1])

@@ -1,8 +1,9 @@
-"""Credo 0.5.19, unmodified, uses our mediator as it would any other: a recipient with no
-inbound endpoint connects from our invitation (DID Exchange), gets mediation and picks up
-with each of Credo's pickup strategies, while a second Credo agent connects to it through
-us and sends it basic messages. Also across two nodes: the recipient's socket on one, the
-sender's forwards landing on the other."""
+"""Credo 0.5.19, 0.6.3 and 0.7.0, unmodified, use our mediator as they would any other: a
+recipient with no inbound endpoint connects from our invitation (DID Exchange), gets
+mediation and picks up with each of Credo's pickup strategies, while a second Credo agent of
+the same version connects to it through us and sends it basic messages. Also across two
+nodes: the recipient's socket on one, the sender's forwards landing on the other; and, for
+0.6+, whatever did:peer method the recipient's request uses."""
 
 from __future__ import annotations
 
@@ -13,18 +14,20 @@ import httpx
 import pytest
 
 from mediator.embedded import free_port
-from tests.interop.credo import CredoAgent, credo_install_dir
+from tests.interop.credo import VERSIONS, CredoAgent, credo_install_dir
 from tests.servers import Node
 
 pytestmark = pytest.mark.interop
 
 N = 5
 STRATEGIES = ["PickUpV1", "PickUpV2", "PickUpV2LiveMode", "Implicit"]
+NEXT = [v for v in VERSIONS if not v.startswith("0.5.")]  # 0.6+: a choice of did:peer method
 
 
 @pytest.fixture(scope="module")
 def credo() -> None:
-    credo_install_dir()  # once, before any agent starts (cached between runs)
+    for version in VERSIONS:
+        credo_install_dir(version)  # once, before any agent starts (cached between runs)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +53,21 @@ async def agents() -> AsyncIterator[list[CredoAgent]]:
 
 
 async def _exchange_messages(
-    url: str, strategy: str, agents: list[CredoAgent], label: str
+    url: str,
+    strategy: str,
+    agents: list[CredoAgent],
+    label: str,
+    version: str,
+    peer_num_algo: int | None = None,
 ) -> tuple[CredoAgent, list[str]]:
-    recipient = CredoAgent(f"{label}-recipient", mediator_invitation_url=url, pickup=strategy)
-    sender = CredoAgent(f"{label}-sender", inbound_port=free_port())
+    recipient = CredoAgent(
+        f"{label}-recipient",
+        version=version,
+        mediator_invitation_url=url,
+        pickup=strategy,
+        peer_num_algo=peer_num_algo,
+    )
+    sender = CredoAgent(f"{label}-sender", version=version, inbound_port=free_port())
     agents += [recipient, sender]
     ready, _ = await asyncio.gather(recipient.start(), sender.start())
     assert ready["mediation"] == "granted", recipient.log_tail()
@@ -67,12 +81,13 @@ async def _exchange_messages(
     return recipient, sent
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_credo_recipient_gets_every_message(
-    mediator: Node, agents: list[CredoAgent], strategy: str
+    mediator: Node, agents: list[CredoAgent], strategy: str, version: str
 ) -> None:
     url = await invitation_url(mediator)
-    recipient, sent = await _exchange_messages(url, strategy, agents, strategy)
+    recipient, sent = await _exchange_messages(url, strategy, agents, strategy, version)
     got = [m["content"] for m in recipient.messages]
     assert sorted(got) == sorted(sent), recipient.log_tail()
     assert len(got) == N  # none twice
@@ -80,23 +95,42 @@ async def test_credo_recipient_gets_every_message(
     assert grant["state"] == "granted" and grant["endpoint"] == mediator.base
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 async def test_credo_without_a_strategy_discovers_pickup_2_0(
-    mediator: Node, agents: list[CredoAgent]
+    mediator: Node, agents: list[CredoAgent], version: str
 ) -> None:
     url = await invitation_url(mediator)
-    recipient, sent = await _exchange_messages(url, "auto", agents, "auto")
+    recipient, sent = await _exchange_messages(url, "auto", agents, "auto", version)
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     # It asked Discover Features and chose Pickup 2.0 from our answer.
     assert (await recipient.mediation())["pickup"] == "PickUpV2"
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 async def test_credo_connects_with_the_legacy_connections_invitation(
-    mediator: Node, agents: list[CredoAgent]
+    mediator: Node, agents: list[CredoAgent], version: str
 ) -> None:
     async with httpx.AsyncClient(base_url=mediator.base) as client:
         legacy = (await client.get("/invitation")).json()["legacy_invitation_url"]
-    recipient, sent = await _exchange_messages(legacy, "PickUpV2", agents, "legacy")
+    recipient, sent = await _exchange_messages(legacy, "Implicit", agents, "legacy", version)
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
+    assert len(recipient.messages) == N
+
+
+@pytest.mark.parametrize("version", NEXT)
+@pytest.mark.parametrize("num_algo", [1, 2])
+async def test_credo_implicit_pickup_whatever_did_peer_method_it_requests_with(
+    mediator: Node, agents: list[CredoAgent], version: str, num_algo: int
+) -> None:
+    """Implicit pickup needs Credo to find our WebSocket in our DID Exchange answer, which it
+    does only in a whole document: we answer a did:peer:1 or 2 request (4 is its default,
+    covered above) with a did:peer:1 or a long did:peer:4, never a did:peer:2."""
+    url = await invitation_url(mediator)
+    recipient, sent = await _exchange_messages(
+        url, "Implicit", agents, f"algo{num_algo}", version, peer_num_algo=num_algo
+    )
+    assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
+    assert len(recipient.messages) == N
 
 
 @pytest.fixture(scope="module")
@@ -115,13 +149,14 @@ def two_nodes(redis_url: str, credo: None) -> Iterator[tuple[Node, Node]]:
     b.stop()
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("strategy", ["PickUpV2LiveMode", "Implicit"])
 async def test_two_nodes_socket_on_one_forwards_on_the_other(
-    two_nodes: tuple[Node, Node], agents: list[CredoAgent], strategy: str
+    two_nodes: tuple[Node, Node], agents: list[CredoAgent], strategy: str, version: str
 ) -> None:
     a, b = two_nodes
     url = await invitation_url(a)
-    recipient, sent = await _exchange_messages(url, strategy, agents, f"2n-{strategy}")
+    recipient, sent = await _exchange_messages(url, strategy, agents, f"2n-{strategy}", version)
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     # The forwards were answered by B and the live socket was A's.
     async with httpx.AsyncClient() as client:

@@ -212,6 +212,67 @@ imagePullSecrets:
 {{- end }}
 {{- end -}}
 
+{{/* ------------------------------------------------------------------ notifications */}}
+
+{{- define "mediator.notificationsPath" -}}/etc/mediator/notifications{{- end -}}
+
+{{/* The providers' settings of nodes and workers (files from the mounted Secret). */}}
+{{- define "mediator.notificationsEnv" -}}
+{{- $n := .Values.notifications -}}
+{{- $dir := include "mediator.notificationsPath" . -}}
+{{- if $n.existingSecret }}
+- name: MEDIATOR_NOTIFY_INTERVAL_SECONDS
+  value: {{ $n.intervalSeconds | quote }}
+{{- if $n.fcmCredentialsKey }}
+- name: MEDIATOR_FCM_CREDENTIALS_FILE
+  value: {{ printf "%s/%s" $dir $n.fcmCredentialsKey | quote }}
+{{- end }}
+{{- if $n.apns.keyKey }}
+- name: MEDIATOR_APNS_KEY_FILE
+  value: {{ printf "%s/%s" $dir $n.apns.keyKey | quote }}
+- name: MEDIATOR_APNS_KEY_ID
+  value: {{ $n.apns.keyId | quote }}
+- name: MEDIATOR_APNS_TEAM_ID
+  value: {{ $n.apns.teamId | quote }}
+- name: MEDIATOR_APNS_TOPIC
+  value: {{ $n.apns.topic | quote }}
+- name: MEDIATOR_APNS_ENVIRONMENT
+  value: {{ $n.apns.environment | quote }}
+{{- end }}
+{{- if $n.webhook.url }}
+- name: MEDIATOR_NOTIFY_WEBHOOK_URL
+  value: {{ $n.webhook.url | quote }}
+- name: MEDIATOR_NOTIFY_WEBHOOK_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ $n.existingSecret }}
+      key: {{ $n.webhook.secretKey }}
+{{- end }}
+{{- if $n.appsKey }}
+- name: MEDIATOR_PUSH_APPS_FILE
+  value: {{ printf "%s/%s" $dir $n.appsKey | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "mediator.notificationsMount" -}}
+{{- if .Values.notifications.existingSecret }}
+- name: notifications
+  mountPath: {{ include "mediator.notificationsPath" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The Secret's files readable by the pods' group only (fsGroup), never written. */}}
+{{- define "mediator.notificationsVolume" -}}
+{{- if .Values.notifications.existingSecret }}
+- name: notifications
+  secret:
+    secretName: {{ .Values.notifications.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
 {{/* The /tmp emptyDir every container writes to (the root filesystem is read-only). */}}
 {{- define "mediator.tmpVolume" -}}
 - name: tmp

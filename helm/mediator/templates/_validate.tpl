@@ -11,6 +11,7 @@ fails once, listing all of them.
 {{- $messages = append $messages (include "mediator.validate.configSecrets" . | trim) -}}
 {{- $messages = append $messages (include "mediator.validate.capacity" . | trim) -}}
 {{- $messages = append $messages (include "mediator.validate.autoscaling" . | trim) -}}
+{{- $messages = append $messages (include "mediator.validate.notifications" . | trim) -}}
 {{- $messages = without $messages "" -}}
 {{- if $messages -}}
 {{- printf "\nVALUES VALIDATION:\n%s" (join "\n" $messages) | fail -}}
@@ -82,5 +83,21 @@ capacity.persistence.enabled: without a volume the snapshots need capacity.histo
 {{- $hpa := .Values.node.autoscaling -}}
 {{- if and $hpa.enabled (gt (int $hpa.minReplicas) (int $hpa.maxReplicas)) -}}
 node.autoscaling.minReplicas ({{ $hpa.minReplicas }}) is above node.autoscaling.maxReplicas ({{ $hpa.maxReplicas }}).
+{{- end -}}
+{{- end -}}
+
+{{- define "mediator.validate.notifications" -}}
+{{- $n := .Values.notifications -}}
+{{- $keys := list $n.fcmCredentialsKey $n.apns.keyKey $n.webhook.secretKey $n.appsKey | compact -}}
+{{- if and $keys (not $n.existingSecret) -}}
+notifications: {{ join ", " $keys }} name keys of notifications.existingSecret, which is not set.
+{{- else if and $n.existingSecret (not (or $n.fcmCredentialsKey $n.apns.keyKey $n.webhook.url $n.appsKey)) -}}
+notifications.existingSecret: set, but no provider uses it: give fcmCredentialsKey, apns.keyKey, webhook.url or appsKey.
+{{- else if and $n.apns.keyKey (not (and $n.apns.keyId $n.apns.teamId $n.apns.topic)) -}}
+notifications.apns: the auth key needs keyId, teamId and topic (the app's bundle id).
+{{- else if and $n.webhook.url (not $n.webhook.secretKey) -}}
+notifications.webhook.url: needs webhook.secretKey, the key of its HMAC secret in notifications.existingSecret.
+{{- else if not (has $n.apns.environment (list "production" "sandbox")) -}}
+notifications.apns.environment: {{ $n.apns.environment | quote }} is neither "production" nor "sandbox".
 {{- end -}}
 {{- end -}}
