@@ -6,6 +6,9 @@ pinning, and interleaved anchor/subject blocks after a warm-up. Workloads:
 
   forward   POST / with an anoncrypted routing/1.0 forward of a 1 KiB message for a
             registered recipient key (answered 202)          ratio to anchor       >= 0.5
+  forward-device  the same for recipients that registered a phone (push-notifications-fcm,
+            the nodes notifying through a webhook to the anchor app): each forward also
+            marks the connection and schedules its notification  ratio to anchor >= 0.5
   forward-nodes  the same forwards spread over 1, 2 and 3 nodes sharing the Redis (one
             group of connections per node; node 3 is started for this workload, without
             the in-process worker, like node 2); rounds of anchor, 1, 2, 3 nodes; each a
@@ -64,6 +67,7 @@ from mqs_bench import (
     HOST,
     Bench,
     BenchError,
+    Proc,
     Side,
     _dist,
     fmt_rate,
@@ -80,10 +84,19 @@ from mediator.client import (
     message,
 )
 
-WORKLOADS = ("forward", "forward-nodes", "pickup", "live", "live-cross", "live-cross-rates")
+WORKLOADS = (
+    "forward",
+    "forward-device",
+    "forward-nodes",
+    "pickup",
+    "live",
+    "live-cross",
+    "live-cross-rates",
+)
 mqs_bench.TARGETS.update(
     {
         "forward": (">=", 0.5),
+        "forward-device": (">=", 0.5),
         "live": ("<=", 2.0),
         "live-cross": ("<=", 3.0),
         "live-cross-rates": ("<=", 3.0),
@@ -118,26 +131,44 @@ class DidcommBench(ClusterWorkloads, Bench):
 
     # ------------------------------------------------------------------ forward
 
-    async def forward_op(self) -> Operation:
+    def node_proc(self, name: str, in_process_worker: bool, cpu: int | None) -> Proc:
+        """Nodes that notify phones through a webhook (the anchor app's XADD route): forwards
+        for recipients without a device cost nothing more (the forward's script says so)."""
+        proc = super().node_proc(name, in_process_worker, cpu)
+        proc.env["MEDIATOR_NOTIFY_WEBHOOK_URL"] = f"http://{HOST}:{self.anchor_port}/xadd/notify"
+        proc.env["MEDIATOR_NOTIFY_WEBHOOK_SECRET"] = "bench-webhook-secret"
+        return proc
+
+    async def forward_op(self, *, device: bool = False) -> Operation:
         """A closed-loop operation: POST / with a forward of a 1 KiB message, answered 202,
-        rotating over RECIPIENTS_PER_BLOCK fresh recipients (any node may answer it)."""
+        rotating over RECIPIENTS_PER_BLOCK fresh recipients (any node may answer it), which
+        registered a phone to notify when `device`."""
         content = {"@type": "https://didcomm.org/basicmessage/1.0/message", "content": "x" * 1000}
         raws = []
-        for _ in range(RECIPIENTS_PER_BLOCK):
+        for i in range(RECIPIENTS_PER_BLOCK):
             recipient, key = await self.recipient()
+            if device:
+                await recipient.send(
+                    message(
+                        "push-notifications-fcm/1.0/set-device-info",
+                        device_token=f"bench-token-{i}",
+                        device_platform="android",
+                    )
+                )
             await recipient.close()
             wrapped = Sender(recipient.routing_key).wrap(key, content)
             raws.append(build_request("POST", "/", ENVELOPE, wrapped))
         return rotating(raws, 202)
 
-    def forward_side(self) -> Side:
+    def forward_side(self, *, device: bool = False) -> Side:
         async def prepare(tag: str) -> Operation:
-            return await self.forward_op()
+            return await self.forward_op(device=device)
 
         async def cleanup(tag: str) -> None:
             return None
 
-        return Side("didcomm-forward", self.node1_target(), prepare, cleanup)
+        name = "didcomm-forward-device" if device else "didcomm-forward"
+        return Side(name, self.node1_target(), prepare, cleanup)
 
     async def workload_forward(self) -> None:
         r = await self.paired("forward", self.anchor_side(), self.forward_side())
@@ -145,6 +176,19 @@ class DidcommBench(ClusterWorkloads, Bench):
         self.results["forward"] = r.to_json()
         self.report_ratio(
             "forward", "forward 1KiB", r, f"anchor {fmt_rate(r.a_rate)}/s", "target >= 0.5"
+        )
+
+    async def workload_forward_device(self) -> None:
+        r = await self.paired("forward-device", self.anchor_side(), self.forward_side(device=True))
+        self.results["forward-device"] = r.to_json()
+        plain = self.results.get("forward", {}).get("ratio_median")
+        versus = f", {r.ratio / plain:.2f}x a plain forward's ratio" if plain else ""
+        self.report_ratio(
+            "forward-device",
+            "forward 1KiB to a phone",
+            r,
+            f"anchor {fmt_rate(r.a_rate)}/s{versus}",
+            "target >= 0.5",
         )
 
     # ------------------------------------------------------------------ forward-nodes
@@ -355,6 +399,7 @@ class DidcommBench(ClusterWorkloads, Bench):
     async def run_selected(self) -> None:
         steps = {
             "forward": self.workload_forward,
+            "forward-device": self.workload_forward_device,
             "forward-nodes": self.workload_forward_nodes,
             "pickup": self.workload_pickup,
             "live": self.workload_live,

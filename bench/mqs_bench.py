@@ -426,6 +426,7 @@ class Bench:
         self.node1: Proc | None = None
         self.node2: Proc | None = None
         self.anchor: Proc | None = None
+        self.anchor_port = 0
         self.api1: Api | None = None
         self.pinning = Pinning(used=False)
         self.results: dict[str, Any] = {}
@@ -488,9 +489,9 @@ class Bench:
 
         base_env = _base_env()
         server_cpu, load_cpu = self.pinning.server_cpu, self.pinning.load_cpu
+        anchor_port = self.anchor_port = free_port()  # known to the nodes' settings
         self.node1 = self.node_proc("node1", True, server_cpu)
         self.node2 = self.node_proc("node2", False, load_cpu)
-        anchor_port = free_port()
         self.anchor = Proc(
             "anchor",
             pinned(

@@ -349,7 +349,7 @@ class Settings:
         default="",
         metadata=_opt(
             "An APNs auth key (.p8, ES256) for token-based authentication: iOS devices get "
-            "APNs alerts. Needs --apns-key-id, --apns-team-id and --apns-topic."
+            "APNs alerts (with --apns-key-id, --apns-team-id, --apns-topic)."
         ),
     )
     apns_key_id: str = field(default="", metadata=_opt("The APNs auth key's 10-character id."))

@@ -431,7 +431,7 @@ class Mix:
         ref = QueueRef(DC, name)
         if ref.qualified not in self.queues:
             self.add_queue(ref, DC_DEFAULTS, lazy=True)
-        (mid,) = done[2].message_ids
+        (mid,) = done[3].message_ids
         self.msgs[mid] = Msg(mid, ref.qualified, len(body), before, "k0")
         self.count(ref.qualified, "add")
         await self.done(f"forward to {ref.qualified}")

@@ -140,6 +140,11 @@ def test_we_answer_a_did_exchange_request_with_a_whole_document() -> None:
     for other in ("did:sov:WgWxqztrNooG92RXvxSTWv", "WgWxqztrNooG92RXvxSTWv", "garbage", None):
         assert ours.for_request(other) == (ours.peer2, ours.peer2_doc)
 
+    # DID Exchange 1.0 has no did_rotate~attach: the signed document is always attached.
+    did4_10, attached4_10 = ours.for_request("did:peer:4zQmFoo:zBar", "1.0")
+    assert did4_10 == did4 and attached4_10 is not None and attached4_10["id"] == did4
+    assert ours.for_request("did:peer:2.Vz6MkFoo", "1.0") == (ours.peer2, ours.peer2_doc)
+
 
 def test_a_did_peer_4_whose_hash_does_not_match_is_refused() -> None:
     keys = KeyPair.generate()

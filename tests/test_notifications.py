@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,12 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from redis.asyncio import Redis
 
 from mediator.client.agent import message
 from mediator.client.recipient import Recipient
+from mediator.engine.scripts import Scripts
+from mediator.notify.devices import schedule_keys
 from tests.didcomm_peer import forward, mediator_key
 from tests.eventually import eventually
 from tests.providers.fcm import FcmServer
@@ -407,3 +411,114 @@ async def test_a_bad_provider_configuration_stops_the_node_with_a_clear_error(
     with pytest.raises(RuntimeError, match="not a service-account key file"):
         node.start()
     node.stop()
+
+
+# ------------------------------------------------------------------ provider answers, more
+
+
+async def test_a_revoked_access_token_is_replaced_and_the_notification_still_sent(
+    nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
+) -> None:
+    node, _wallet, key, med = await android(nodes, fcm_server, phones)
+    await burst(node, med, key, 1)
+    await fcm_server.wait_for(1, timeout=10)
+    fcm_server.expire_tokens()  # FCM answers 401 to the token the node holds
+    await asyncio.sleep(3)  # the interval
+    await burst(node, med, key, 1)
+    await fcm_server.wait_for(2, timeout=15)
+    assert len(fcm_server.grants) == 2  # logged in again after the 401
+    assert await metric(node.base, "fcm", "retried") == 1
+    assert await metric(node.base, "fcm", "failed") == 0
+
+
+async def test_a_wrong_apns_environment_fails_without_erasing_the_device(
+    nodes: Nodes, apns_servers: ApnsServers, phones: list[Recipient]
+) -> None:
+    """A development build's token sent to production answers BadDeviceToken for every
+    phone: a settings mistake, so the device stays registered for when it is fixed."""
+    apns_servers.sandbox.accept_only(["f" * 64])  # this phone's token belongs elsewhere
+    node = nodes.node(**provider_env(apns=apns_servers))
+    wallet, key, med = await phone(node, phones)
+    await set_device(wallet, "apns", device_token=APNS_TOKEN)
+    await burst(node, med, key, 1)
+    failed = await eventually(lambda: metric(node.base, "apns", "failed"), bool, within=10)
+    assert failed == 1 and apns_servers.sandbox.notifications == []
+    info = await wallet.request("push-notifications-apns/1.0/get-device-info")
+    assert info["device_token"] == APNS_TOKEN
+
+
+async def test_a_webhook_retry_carries_the_same_notification_id(
+    nodes: Nodes, webhook_server: WebhookServer, webhook_secret: str, phones: list[Recipient]
+) -> None:
+    node = nodes.node(
+        MEDIATOR_NOTIFY_WEBHOOK_URL=webhook_server.url + "/hook",
+        MEDIATOR_NOTIFY_WEBHOOK_SECRET=webhook_secret,
+    )
+    wallet, key, med = await phone(node, phones)
+    await set_device(wallet, "fcm", device_token=FCM_TOKEN, device_platform="android")
+    webhook_server.fail_next(1, 503)
+    await burst(node, med, key, 1)
+    [delivered] = await webhook_server.wait_for(1, timeout=10)
+    ids = [a.headers["x-mediator-notification"] for a in webhook_server.attempts]
+    assert len(ids) == 2 and ids[0] == ids[1] == json.loads(delivered.body)["id"]
+
+
+# ------------------------------------------------------------------ the schedule's steps
+
+
+@pytest.fixture
+async def notify_script(db_url: str) -> AsyncIterator[tuple[Redis, Scripts]]:
+    client = Redis.from_url(db_url)
+    yield client, Scripts(client)
+    await client.aclose()
+
+
+async def _pending(client: Redis, scripts: Scripts, token: str) -> tuple[list[str], str]:
+    """A connection with a phone and a notification scheduled for now."""
+    keys_, member = schedule_keys(f"Conn{uuid.uuid4().hex}")
+    fields = {"created": "1", "dv": "fcm", "dt": token, "dp": "android", "da": "default"}
+    await client.hset(keys_[0], mapping=fields)
+    assert int(await scripts.call("notify", keys_, ["queued", member, 0])) > 0
+    return keys_, member
+
+
+async def test_a_claim_whose_worker_died_is_run_again_as_new(
+    notify_script: tuple[Redis, Scripts],
+) -> None:
+    client, scripts = notify_script
+    keys_, member = await _pending(client, scripts, "token-a")
+    first = await scripts.call("notify", keys_, ["claim", member, 50])  # a 50 ms guard
+    assert first[7] == b"1"  # new: a message came
+    # Its worker dies without settling; the guard runs out; the next claim must send.
+    await asyncio.sleep(0.1)
+    again = await scripts.call("notify", keys_, ["claim", member, 50])
+    assert again[7] == b"1"
+    await scripts.call("notify", keys_, ["done", member, 0, ""])
+    await asyncio.sleep(0.1)
+    assert await scripts.call("notify", keys_, ["claim", member, 50]) == []  # settled: gone
+
+
+async def test_a_gone_token_never_takes_the_one_registered_meanwhile(
+    notify_script: tuple[Redis, Scripts],
+) -> None:
+    client, scripts = notify_script
+    keys_, member = await _pending(client, scripts, "token-old")
+    await scripts.call("notify", keys_, ["claim", member, 5000])
+    await client.hset(keys_[0], "dt", "token-new")  # the wallet registered again meanwhile
+    await scripts.call("notify", keys_, ["forget", member, 0, "token-old"])
+    assert await client.hget(keys_[0], "dt") == b"token-new"
+    await scripts.call("notify", keys_, ["forget", member, 0, "token-new"])
+    assert await client.hget(keys_[0], "dt") is None
+    assert await client.zscore(keys_[1], member) is None
+
+
+async def test_steps_for_a_connection_that_is_gone_leave_nothing_behind(
+    notify_script: tuple[Redis, Scripts],
+) -> None:
+    client, scripts = notify_script
+    keys_, member = await _pending(client, scripts, "token")
+    await scripts.call("notify", keys_, ["claim", member, 5000])
+    await client.delete(keys_[0])  # the connection was removed mid-notification
+    assert await scripts.call("notify", keys_, ["retry", member, 100, "id"]) == 0
+    assert await client.exists(keys_[0]) == 0
+    assert await client.zscore(keys_[1], member) is None

@@ -77,6 +77,7 @@ class Worker:
             metrics,
         )
         self._own_notifier = notifier is None
+        self._warned_unconfigured = False
         self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
         self.partitions = settings.worker_partitions
         self.leases = Leases(
@@ -191,7 +192,17 @@ class Worker:
             if member.startswith(keys.PUSH_MEMBER):
                 await self.pusher.due(member[len(keys.PUSH_MEMBER) :])
             elif member.startswith(keys.NOTE_MEMBER):
-                await self.notifier.due(member[len(keys.NOTE_MEMBER) :])
+                # A worker without the providers' settings leaves notifications to one that
+                # has them (they stay due) rather than drop them.
+                if self.notifier.apps.configured:
+                    await self.notifier.due(member[len(keys.NOTE_MEMBER) :])
+                elif not self._warned_unconfigured:
+                    self._warned_unconfigured = True
+                    log.warning(
+                        "phone notifications are due but this worker has no provider "
+                        "settings (MEDIATOR_FCM_*, MEDIATOR_APNS_*, MEDIATOR_NOTIFY_WEBHOOK_*): "
+                        "give workers the nodes' settings"
+                    )
             elif member == keys.MOVED_MEMBER:
                 await self.engine.forget_moved(shard)
             else:

@@ -25,6 +25,7 @@ from mediator.didcomm.did_peer import (
     numalgo2_did,
     numalgo4_did,
     resolve_numalgo2,
+    resolve_numalgo4,
 )
 from mediator.didcomm.keys import KeyPair, b58encode
 from mediator.errors import DidError
@@ -106,14 +107,20 @@ class MediatorDid:
         """The did:peer:1's document as attached: the genesis document with its `id`."""
         return {"id": self.peer1, **self.genesis_doc}
 
-    def for_request(self, their_did: object) -> tuple[str, dict[str, Any] | None]:
-        """Our DID in the form the requester's DID is in, and the document to attach
-        (None: the long-form did:peer:4 carries its own)."""
+    def for_request(
+        self, their_did: object, version: str = "1.1"
+    ) -> tuple[str, dict[str, Any] | None]:
+        """Our DID for a DID Exchange request, and the document to attach (None: the
+        long-form did:peer:4 carries its own, and 1.1's `did_rotate~attach` signs it). In
+        1.0, which has no `did_rotate~attach`, the signed attachment is the only binding of
+        our DID to the invitation: it is always sent, and a did:peer:2 requester gets ours."""
         try:
             algo = numalgo(their_did) if isinstance(their_did, str) else None
         except DidError:
             algo = None
-        if algo in (2, 4):
+        if algo == 4 and version == "1.0":
+            return self.peer4, resolve_numalgo4(self.peer4)
+        if algo in (2, 4) and version != "1.0":
             return self.peer4, None
         if algo == 1:
             return self.peer1, self.peer1_doc

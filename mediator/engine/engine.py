@@ -269,18 +269,20 @@ class Engine(RecipientQueues):
         message: SendMessage,
         *,
         report_fields: tuple[str, ...] = (),
+        notify_ms: int = 0,
         confirm: bool = True,
-    ) -> tuple[str, tuple[bool, ...], SendResult] | None:
+    ) -> tuple[str, tuple[bool, ...], bool, SendResult] | None:
         """Store one message in the DIDComm queue that hash field `field` of `bucket` names,
-        in one script call: (queue name, whether its config has each of `report_fields`, the
-        result), or None when the field is absent. Only where all keys live on one server (not Redis
+        in one script call: (queue name, whether its config has each of `report_fields`,
+        whether a phone notification was scheduled `notify_ms` ahead (0: none), the result),
+        or None when the field is absent. Only where all keys live on one server (not Redis
         Cluster): the script fills in the queue's keys once it has read the name."""
         namespace = keys.DIDCOMM_NAMESPACE
         mid = new_message_id(namespace)
         args: list[Any] = [
             field,
             self.packed_defaults(namespace),
-            " ".join(report_fields),
+            " ".join((str(notify_ms), *report_fields)),
             mid,
             message.content_type,
             message.content_encoding,
@@ -294,8 +296,9 @@ class Engine(RecipientQueues):
         result = await self._sent(ref, -1, r[3:], [mid])
         if shortfall is not None:
             raise ReplicationShortfall(f"{shortfall} (message ids: {mid})")
-        present = int(r[2])
-        return ref.name, tuple(bool(present >> i & 1) for i in range(len(report_fields))), result
+        bits = int(r[2])
+        present = tuple(bool(bits >> i & 1) for i in range(len(report_fields)))
+        return ref.name, present, bool(bits >> len(report_fields) & 1), result
 
     async def _sent(self, ref: QueueRef, shard: int, r: Any, ids: list[str]) -> SendResult:
         """A send script's reply: the result, or the error it names (`shard` -1: found

@@ -70,6 +70,7 @@ def _prelude(name: str) -> str:
     return (
         f"local NAMESPACE = {json.dumps(layout.DIDCOMM_NAMESPACE)}\n"
         f"local SHARDS = {layout.SHARDS}\n"
+        f"local NOTE_MEMBER = {json.dumps(layout.NOTE_MEMBER)}\n"
         f"local TEMPLATES = {{{', '.join(json.dumps(t) for t in templates)}}}\n"
     )
 

@@ -68,6 +68,7 @@ class Forwarded:
     message_id: str
     has_push: bool | None  # its record names push endpoints (None: not looked at)
     has_device: bool | None = None  # it registered a phone to notify (None: not looked at)
+    notified: bool = False  # the phone's notification was scheduled in the same call
 
 
 def defaults(settings: Settings) -> QueueConfig:
@@ -109,11 +110,18 @@ class Mailbox:
         return result.message_ids[0]
 
     async def forward(
-        self, recipient_key: str, envelope: bytes, store: MediationStore, *, confirm: bool = True
+        self,
+        recipient_key: str,
+        envelope: bytes,
+        store: MediationStore,
+        *,
+        confirm: bool = True,
+        notify_ms: int = 0,
     ) -> Forwarded | None:
         """Queue a forwarded message for whichever connection registered `recipient_key`;
-        None when none did. One script call where the deployment allows it, else the route
-        (cached per node) and then the send."""
+        None when none did. One script call where the deployment allows it (which also
+        schedules the connection's phone notification `notify_ms` ahead, when it has a
+        phone), else the route (cached per node) and then the send."""
         message = SendMessage(body=envelope, content_type="", trace_id=recipient_key)
         if self.routed:
             raw = raw_key(recipient_key)
@@ -122,12 +130,13 @@ class Mailbox:
                 raw,
                 message,
                 report_fields=(rec.SERVICES, rec.DEVICE_TOKEN),
+                notify_ms=notify_ms,
                 confirm=confirm,
             )
             if done is None:
                 return None
-            connection, (has_push, has_device), result = done
-            return Forwarded(connection, result.message_ids[0], has_push, has_device)
+            connection, (has_push, has_device), notified, result = done
+            return Forwarded(connection, result.message_ids[0], has_push, has_device, notified)
         connection_ = await store.owner(recipient_key)
         if connection_ is None:
             return None

@@ -6,9 +6,13 @@ it after an hour, so it is kept 40 minutes. A notification is an alert (title an
 from the settings, `content-available` so the wallet may fetch in the background) with one
 collapse id, so a phone shows only the newest; `apns-expiration` a day out.
 
-Answers follow Apple's reasons: 410 Unregistered and 400 BadDeviceToken or
-DeviceTokenNotForTopic mean the token is gone; 403 ExpiredProviderToken renews the token
-and retries; 429 and 5xx are retried.
+Answers follow Apple's reasons: 410 Unregistered means the token is gone; 403
+ExpiredProviderToken or InvalidProviderToken renews the provider token (once, and only if
+no other call renewed it meanwhile: Apple refuses renewals more often than every 20
+minutes) and tries again; 429, 5xx and 400 IdleTimeout are retried. BadDeviceToken and
+DeviceTokenNotForTopic are given up but leave the device alone: a wrong environment
+(sandbox or production) or topic answers them for every phone, and a settings mistake must
+not erase every registration.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ HOSTS = {
 TOKEN_SECONDS = 40 * 60
 EXPIRATION_SECONDS = 86_400
 COLLAPSE_ID = "didcomm"
-GONE_REASONS = {"Unregistered", "BadDeviceToken", "DeviceTokenNotForTopic"}
 RENEW_REASONS = {"ExpiredProviderToken", "InvalidProviderToken"}
+RETRY_REASONS = {"IdleTimeout"}
 
 
 @dataclass(frozen=True)
@@ -75,11 +79,14 @@ class ApnsProvider:
         self.http = http  # an HTTP/2 client: APNs speaks nothing else
         self._token: tuple[str, float] | None = None
 
-    def _provider_token(self, *, renew: bool = False) -> str:
+    def _provider_token(self, *, refused: str = "") -> str:
+        """The current provider token; a new one when it is old, or when Apple refused
+        `refused` and it is still the current one."""
         now = time.time()
-        if renew or self._token is None or self._token[1] <= now:
-            self._token = (self.key.token(now), now + TOKEN_SECONDS)
-        return self._token[0]
+        current = self._token
+        if current is None or current[1] <= now or (refused and current[0] == refused):
+            current = self._token = (self.key.token(now), now + TOKEN_SECONDS)
+        return current[0]
 
     def payload(self, notice: Notice) -> dict[str, Any]:
         return {
@@ -104,24 +111,25 @@ class ApnsProvider:
 
     async def send(self, notice: Notice) -> Outcome:
         url = f"{self.base}/3/device/{notice.device.token}"
-        outcome = Outcome("refused")
-        for renew in (False, True):  # once more with a new token if Apple refused the old
+        refused = ""
+        for _ in range(2):  # once more with a new token if Apple refused the one used
+            token = self._provider_token(refused=refused)
             try:
                 answer = await self.http.post(
-                    url,
-                    json=self.payload(notice),
-                    headers=self.headers(notice, self._provider_token(renew=renew)),
+                    url, json=self.payload(notice), headers=self.headers(notice, token)
                 )
             except (httpx.HTTPError, OSError) as exc:
                 return unreachable(exc)
             reason = _reason(answer)
-            if answer.status_code == 403 and reason in RENEW_REASONS and not renew:
+            if answer.status_code == 403 and reason in RENEW_REASONS and not refused:
+                refused = token
                 continue
-            if answer.status_code == 410 or reason in GONE_REASONS:
+            if answer.status_code == 410 or reason == "Unregistered":
                 return Outcome("gone", f"{answer.status_code} {reason}")
-            outcome = by_status(answer, reason)
-            break
-        return outcome
+            if reason in RETRY_REASONS:
+                return Outcome("retry", f"{answer.status_code} {reason}")
+            return by_status(answer, reason)
+        return Outcome("refused", f"{answer.status_code} {reason} with a new provider token")
 
     async def aclose(self) -> None:
         return None  # the client is the notifier's

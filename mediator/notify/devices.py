@@ -32,8 +32,8 @@ class DeviceBook:
 
     async def set(self, connection: str, device: Device) -> None:
         record = keys.connection_keys(connection).record
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(
+        # A notification pending for the old token goes to the new one.
+        await self.redis.hset(
             record,
             mapping={
                 rec.DEVICE_SERVICE: device.service,
@@ -42,8 +42,6 @@ class DeviceBook:
                 rec.DEVICE_APP: device.app,
             },
         )
-        pipe.hdel(record, "na")  # a new token starts with a clean slate
-        await pipe.execute()
 
     async def get(self, connection: str) -> Device | None:
         service, token, platform, app = await self.redis.hmget(
@@ -54,7 +52,11 @@ class DeviceBook:
             return None
         return Device(_s(service), _s(token), _s(platform), _s(app))
 
-    async def remove(self, connection: str) -> None:
-        """Forget the device, and any notification pending for it."""
+    async def remove(self, connection: str, service: str) -> None:
+        """Forget the device if it registered through `service` (fcm or apns), and any
+        notification pending for it."""
+        device = await self.get(connection)
+        if device is None or device.service != service:
+            return
         keys_, member = schedule_keys(connection)
-        await self.scripts.call("notify", keys_, ["forget", member, 0])
+        await self.scripts.call("notify", keys_, ["forget", member, 0, device.token])

@@ -8,8 +8,14 @@ newest replaces what the phone has not shown); a device that registered as iOS t
 gets an APNs alert with `content-available` through FCM's `apns` block.
 
 Error answers follow FCM's `FcmError` codes: UNREGISTERED (404) and INVALID_ARGUMENT about
-the token (400) mean the token is gone; QUOTA_EXCEEDED (429), UNAVAILABLE (503) and INTERNAL
-(500) are retried.
+the registration token (400) mean the token is gone; QUOTA_EXCEEDED (429), UNAVAILABLE
+(503), INTERNAL (500) and a 401 (the access token revoked or expired early: dropped, the
+retry logs in again) are retried. Anything that says the configuration is wrong
+(SENDER_ID_MISMATCH: another Firebase project's token or credentials; 403; a 404 without
+UNREGISTERED: a wrong project or URL) is given up and leaves the device alone, so that a
+mistake in the settings never erases every phone's registration. A failed login is
+remembered for a few seconds: the notifications waiting behind it are retried at once
+instead of each waiting for the token endpoint in turn.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 ASSERTION_SECONDS = 3600
 EARLY_SECONDS = 60  # a token is renewed this long before it expires
 COLLAPSE_KEY = "didcomm"
-GONE_CODES = {"UNREGISTERED", "SENDER_ID_MISMATCH"}
+LOGIN_FAILURE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class FcmProvider:
         self.url = f"{api_url.rstrip('/')}/v1/projects/{account.project_id}/messages:send"
         self.http = http
         self._token: tuple[str, float] | None = None
+        self._failed: tuple[LoginFailed, float] | None = None
         self._login = asyncio.Lock()
 
     async def _access_token(self) -> str:
@@ -97,17 +104,18 @@ class FcmProvider:
             now = time.time()
             if self._token is not None and self._token[1] > now:
                 return self._token[0]
-            answer = await self.http.post(
-                self.account.token_uri,
-                data={"grant_type": GRANT_TYPE, "assertion": self.account.assertion(now)},
-            )
-            if answer.status_code != 200:
-                raise LoginFailed(answer)
-            body = answer.json()
-            token = body.get("access_token")
-            if not isinstance(token, str) or not token:
-                raise LoginFailed(answer)
-            lifetime = float(body.get("expires_in", 3600))
+            if self._failed is not None and self._failed[1] > now:
+                raise self._failed[0]
+            try:
+                answer = await self.http.post(
+                    self.account.token_uri,
+                    data={"grant_type": GRANT_TYPE, "assertion": self.account.assertion(now)},
+                )
+                token, lifetime = _grant(answer)
+            except LoginFailed as failure:
+                self._failed = (failure, now + LOGIN_FAILURE_SECONDS)
+                raise
+            self._failed = None
             self._token = (token, now + max(0.0, lifetime - EARLY_SECONDS))
             return token
 
@@ -149,7 +157,11 @@ class FcmProvider:
         except (httpx.HTTPError, OSError) as exc:
             return unreachable(exc)
         if answer.status_code == 401:
-            self._token = None  # revoked or expired early: the next try logs in again
+            # Revoked or expired early: dropped (unless another call renewed it already),
+            # and the retry logs in again.
+            if self._token is not None and self._token[0] == token:
+                self._token = None
+            return Outcome("retry", "401 from FCM: the access token was refused")
         return _outcome(answer)
 
     async def aclose(self) -> None:
@@ -162,28 +174,50 @@ class LoginFailed(Exception):
         self.answer = answer
 
 
+def _grant(answer: httpx.Response) -> tuple[str, float]:
+    """The access token and its lifetime from the token endpoint's answer."""
+    token: object = None
+    lifetime = 0.0
+    try:
+        body = answer.json() if answer.status_code == 200 else None
+        if isinstance(body, dict):
+            token = body.get("access_token")
+            lifetime = float(body.get("expires_in", 3600))
+    except (ValueError, TypeError):
+        token = None
+    if not isinstance(token, str) or not token:
+        raise LoginFailed(answer)
+    return token, lifetime
+
+
+def _error(answer: httpx.Response) -> tuple[str, str, str]:
+    """FCM's error: (its status, the FcmError code, the message), empty where absent."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return "", "", ""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return "", "", ""
+    code = ""
+    details = error.get("details")
+    for detail in details if isinstance(details, list) else []:
+        if isinstance(detail, dict) and detail.get("errorCode"):
+            code = str(detail["errorCode"])
+    return str(error.get("status", "")), code, str(error.get("message", ""))[:200]
+
+
 def _outcome(answer: httpx.Response) -> Outcome:
     if 200 <= answer.status_code < 300:
         return Outcome("sent")
-    status, code, message = "", "", ""
-    try:
-        error = answer.json().get("error", {})
-        status = str(error.get("status", ""))
-        message = str(error.get("message", ""))[:200]
-        for detail in error.get("details", []):
-            if isinstance(detail, dict) and detail.get("errorCode"):
-                code = str(detail["errorCode"])
-    except (ValueError, AttributeError):
-        pass
+    status, code, message = _error(answer)
     text = " ".join(p for p in (code or status, message) if p)
-    if code in GONE_CODES or (
-        answer.status_code == 404 and (status == "NOT_FOUND" or code == "UNREGISTERED")
-    ):
+    if code == "UNREGISTERED":
         return Outcome("gone", f"{answer.status_code} {text}")
     if (
         answer.status_code == 400
         and (code or status) == "INVALID_ARGUMENT"
-        and "token" in (message.lower())
+        and "registration token" in message.lower()
     ):
         return Outcome("gone", f"{answer.status_code} {text}")
     return by_status(answer, text)

@@ -4,9 +4,10 @@ and has no live session on any node, its app's provider is asked to wake the pho
 Off the sender's path and cluster-wide, through the shard schedules the workers already
 run (the member `@note:<connection>`, notify.lua):
 
-1. A node that queued a forward marks the connection (one script call, only for
-   connections with a device) and schedules its notification `--notify-delay-seconds`
-   ahead, unless one is scheduled already: a burst collapses into one.
+1. The script that queues a forward also marks the connection and schedules its
+   notification `--notify-delay-seconds` ahead when it has a device, unless one is
+   scheduled already: a burst collapses into one, and a forward costs no extra call (on
+   Redis Cluster, where the route is read first, one more script call: `queued`).
 2. The worker holding the shard claims it when due, moving it a guard time ahead first: a
    worker that dies mid-call leaves the notification to whichever worker takes the shard.
 3. It sends nothing when a live-mode or implicit-pickup socket holds the connection on any
@@ -31,7 +32,7 @@ from mediator.engine.scripts import Scripts
 from mediator.mediation.mailbox import Mailbox
 from mediator.notify.apps import Apps
 from mediator.notify.devices import DeviceBook, schedule_keys
-from mediator.notify.provider import Device, Notice, Outcome
+from mediator.notify.provider import Device, Notice, Outcome, Provider
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
@@ -61,23 +62,29 @@ class Notifier:
         self.http = outbound.client(settings)
         self.http2 = outbound.client(settings, http2=True)
         self.apps = Apps.load(settings, self.http, self.http2)
-        self._slots = asyncio.Semaphore(CONCURRENCY)
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: dict[str, asyncio.Task[None]] = {}  # connection -> its notification
 
     # ------------------------------------------------------------ a node: a forward queued
 
+    @property
+    def delay_ms(self) -> int:
+        """How far ahead a forward schedules a phone's notification (0: none configured)."""
+        if not self.apps.configured:
+            return 0
+        return max(1, int(self.settings.notify_delay_seconds * 1000))
+
     async def queued(self, connection: str) -> None:
-        """A sender's message was queued for `connection`: schedule its notification when it
-        has a device. Storage trouble is logged, never the forward's failure."""
+        """A sender's message was queued for `connection` by a call that did not schedule
+        its notification itself (forward.lua does): schedule it when it has a device.
+        Storage trouble is logged, never the forward's failure."""
         if not self.apps.configured:
             return
         keys_, member = schedule_keys(connection)
-        delay_ms = int(self.settings.notify_delay_seconds * 1000)
         try:
-            at = int(await self.scripts.call("notify", keys_, ["queued", member, delay_ms]))
+            at = int(await self.scripts.call("notify", keys_, ["queued", member, self.delay_ms]))
             if at > 0:
                 await self._hint(connection, at)
-                self._count("scheduled")
+                self.count("scheduled")
         except STORAGE_ERRORS as exc:
             log.warning("scheduling a notification failed: %s", exc)
 
@@ -85,28 +92,39 @@ class Notifier:
 
     async def due(self, connection: str) -> None:
         """The notification's time has come (the worker holding its shard found it due).
-        Claimed here, sent in a task of its own so a slow provider holds up no upkeep."""
+        Claimed here, sent in a task of its own so a slow provider holds up no upkeep; left
+        due (for the next tick) while this process is at it already or has no free slot, so
+        the claim's guard time starts only when the work does."""
+        if connection in self._running or len(self._running) >= CONCURRENCY:
+            return
         keys_, member = schedule_keys(connection)
-        guard_ms = int((3 * self.settings.push_timeout_seconds + 5) * 1000)
-        claimed = await self.scripts.call("notify", keys_, ["claim", member, guard_ms])
+        claimed = await self.scripts.call("notify", keys_, ["claim", member, self.guard_ms])
         if not claimed:
             return
         task = asyncio.create_task(self._run(connection, claimed), name="notify")
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
+        self._running[connection] = task
+        task.add_done_callback(lambda _: self._running.pop(connection, None))
+
+    @property
+    def guard_ms(self) -> int:
+        """How long a claim holds: a provider call's whole budget (a login and a send, each
+        `--push-timeout-seconds`) and the Redis steps around it, with a margin."""
+        return int((3 * self.settings.push_timeout_seconds + 5) * 1000)
 
     async def _run(self, connection: str, claimed: list[Any]) -> None:
-        now, service, token, platform, app, last, attempts, new = (_s(v) for v in claimed)
+        now, service, token, platform, app, last, attempts, new, notice_id = (
+            _s(v) for v in claimed
+        )
         try:
-            async with self._slots:
-                await self._notify(
-                    connection,
-                    int(now),
-                    Device(service, token, platform, app) if token else None,
-                    last=int(last),
-                    attempts=int(attempts),
-                    new=new == "1",
-                )
+            await self._notify(
+                connection,
+                int(now),
+                Device(service, token, platform, app) if token else None,
+                last=int(last),
+                attempts=int(attempts),
+                new=new == "1",
+                notice_id=notice_id or str(uuid.uuid4()),
+            )
         except STORAGE_ERRORS as exc:
             log.warning(
                 "notification for %s stopped: %s (a worker retries it)", connection[:8], exc
@@ -123,6 +141,7 @@ class Notifier:
         last: int,
         attempts: int,
         new: bool,
+        notice_id: str,
     ) -> None:
         if device is None:
             return await self._op(connection, "done", skipped="no_device")
@@ -145,23 +164,34 @@ class Notifier:
             count=waiting,
             title=self.settings.notify_alert_title,
             body=self.settings.notify_alert_body,
-            notice_id=str(uuid.uuid4()),
+            notice_id=notice_id,  # the same on retries: receivers deduplicate on it
         )
-        outcome = await provider.send(notice)
-        await self._settle(connection, provider.name, outcome, attempts)
+        outcome = await self._send(provider, notice)
+        await self._settle(notice, provider.name, outcome, attempts)
 
-    async def _settle(
-        self, connection: str, provider: str, outcome: Outcome, attempts: int
-    ) -> None:
+    async def _send(self, provider: Provider, notice: Notice) -> Outcome:
+        """The provider's answer within the call's budget; anything unexpected (a provider
+        answering nonsense, a bug) is retried like an outage, never dropped."""
+        try:
+            async with asyncio.timeout(2 * self.settings.push_timeout_seconds):
+                return await provider.send(notice)
+        except TimeoutError:
+            return Outcome("retry", "no answer within the call's budget")
+        except Exception as exc:
+            log.exception("notification through %s failed unexpectedly", provider.name)
+            return Outcome("retry", f"unexpected: {type(exc).__name__}")
+
+    async def _settle(self, notice: Notice, provider: str, outcome: Outcome, attempts: int) -> None:
+        connection = notice.connection
         if outcome.kind == "sent":
-            self._count("sent", provider)
+            self.count("sent", provider)
             await self._op(connection, "sent")
         elif outcome.kind == "gone":
-            self._count("gone", provider)
+            self.count("gone", provider)
             log.info("device of %s is gone (%s): its info removed", connection[:8], outcome.detail)
-            await self._op(connection, "forget")
+            await self._op(connection, "forget", 0, value=notice.device.token)
         elif outcome.kind == "retry" and attempts + 1 < self.settings.notify_attempts:
-            self._count("retried", provider)
+            self.count("retried", provider)
             delay = min(
                 self.settings.push_retry_max_seconds,
                 self.settings.push_retry_min_seconds * 2 ** min(attempts, 30),
@@ -171,23 +201,29 @@ class Notifier:
             log.info(
                 "notification for %s: %s; retry in %.1f s", connection[:8], outcome.detail, delay
             )
-            await self._op(connection, "retry", int(delay * 1000))
+            await self._op(connection, "retry", int(delay * 1000), value=notice.notice_id)
         else:
-            self._count("failed", provider)
+            self.count("failed", provider)
             log.warning("notification for %s given up: %s", connection[:8], outcome.detail)
             await self._op(connection, "giveup")
 
     async def _op(
-        self, connection: str, op: str, in_ms: int | None = None, *, skipped: str = ""
+        self,
+        connection: str,
+        op: str,
+        in_ms: int | None = None,
+        *,
+        skipped: str = "",
+        value: str = "",
     ) -> None:
         """One of notify.lua's steps; `done`-like steps come back `--notify-delay-seconds`
         ahead when a message came meanwhile."""
         if skipped:
-            self._count(skipped)
+            self.count(skipped)
         keys_, member = schedule_keys(connection)
         if in_ms is None:
             in_ms = int(self.settings.notify_delay_seconds * 1000)
-        at = int(await self.scripts.call("notify", keys_, [op, member, in_ms]))
+        at = int(await self.scripts.call("notify", keys_, [op, member, in_ms, value]))
         if at > 0:
             await self._hint(connection, at)
 
@@ -196,12 +232,12 @@ class Notifier:
         shard = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").shard
         await self.redis.zadd(keys.next_due(), {str(shard): at_ms}, lt=True)
 
-    def _count(self, outcome: str, provider: str = "") -> None:
+    def count(self, outcome: str, provider: str = "") -> None:
         if self.metrics is not None:
             self.metrics.notifications.labels(provider or "none", outcome).inc()
 
     async def aclose(self) -> None:
-        await tasks.stop(list(self._running))
+        await tasks.stop(list(self._running.values()))
         await self.http.aclose()
         await self.http2.aclose()
 

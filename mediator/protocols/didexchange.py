@@ -42,7 +42,7 @@ async def request(ctx: Context) -> None:
     except (ProblemReport, DidError) as exc:
         await handshake.refuse(ctx, doc, exc, version)
         return
-    our_did, our_doc = ctx.services.did_for(made.verkey).for_request(body.get("did"))
+    our_did, our_doc = ctx.services.did_for(made.verkey).for_request(body.get("did"), version)
     response = {
         "@type": ctx.message.type.reply("response", version=version),
         "@id": new_id(),

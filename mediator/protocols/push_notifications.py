@@ -19,10 +19,11 @@ from mediator.errors import ProblemReport
 from mediator.notify.provider import APNS, FCM, Device
 from mediator.protocols.context import Context
 
-TOKEN_MAX = 4096  # FCM tokens are about 160 characters, APNs ones 64 hex digits
+TOKEN_MAX = 4096  # FCM tokens are about 160 characters
+APNS_TOKEN_MAX = 512  # 64 hex digits today; Apple says the length may grow
 PLATFORM_MAX = 64
-APNS_TOKEN = re.compile(r"^[0-9a-fA-F]{32,512}$")
-PRINTABLE = re.compile(r"^[\x21-\x7e]+$")
+APNS_TOKEN = re.compile(r"[0-9a-fA-F]{32,512}")
+PRINTABLE = re.compile(r"[\x21-\x7e]+")
 
 
 def _service(ctx: Context) -> str:
@@ -39,7 +40,7 @@ def _text(body: dict[str, Any], name: str, most: int, pattern: re.Pattern[str]) 
     value = body.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or not 0 < len(value) <= most or not pattern.match(value):
+    if not isinstance(value, str) or not 0 < len(value) <= most or not pattern.fullmatch(value):
         raise ProblemReport(
             "invalid-value", f"{name} must be a string of 1 to {most} printable characters"
         )
@@ -50,11 +51,16 @@ async def set_device_info(ctx: Context) -> None:
     connection = ctx.require_connection()
     service = _service(ctx)
     body = ctx.message.body
-    token = _text(body, "device_token", TOKEN_MAX, APNS_TOKEN if service == APNS else PRINTABLE)
+    token = _text(
+        body,
+        "device_token",
+        APNS_TOKEN_MAX if service == APNS else TOKEN_MAX,
+        APNS_TOKEN if service == APNS else PRINTABLE,
+    )
     platform = "ios" if service == APNS else _text(body, "device_platform", PLATFORM_MAX, PRINTABLE)
     notifier = ctx.services.notifier
     if token is None and (service == APNS or body.get("device_platform") is None):
-        await notifier.devices.remove(connection.verkey)
+        await notifier.devices.remove(connection.verkey, service)
     elif token is None or platform is None:
         raise ProblemReport(
             "missing-value", "device_token and device_platform: both set, or both null to remove"
@@ -66,7 +72,8 @@ async def set_device_info(ctx: Context) -> None:
         app = notifier.apps.app_for(service, named)
         if app is None:
             raise ProblemReport(
-                "unknown-app", f"no app {named!r} with {service.upper()} notifications here"
+                "unknown-app",
+                f"no app {(named or '')[:64]!r} with {service.upper()} notifications here",
             )
         await notifier.devices.set(connection.verkey, Device(service, token, platform, app.name))
     if "~please_ack" in body:

@@ -52,7 +52,9 @@ async def forward(ctx: Context) -> None:
         targets.add(forwarded.connection)
         if forwarded.has_push is not False:  # False: its record names no push endpoint
             services.pusher.queued(forwarded.connection)
-        if forwarded.has_device is not False:  # False: no phone to notify
+        if forwarded.notified:  # scheduled by the forward's own script
+            services.notifier.count("scheduled")
+        elif forwarded.has_device is None:  # not looked at (Redis Cluster, other recipients)
             await services.notifier.queued(forwarded.connection)
 
     try:
@@ -108,7 +110,12 @@ async def _forward_when_routed(ctx: Context, to: str, envelope: bytes) -> Forwar
     agents hand out invitations before their keylist update has reached us (ACA-Py: 0.4 to
     18 ms later, measured; docs/interop.md)."""
     services = ctx.services
-    forwarded = await services.mailbox.forward(to, envelope, services.store)
+    notify_ms = services.notifier.delay_ms
+
+    async def attempt() -> Forwarded | None:
+        return await services.mailbox.forward(to, envelope, services.store, notify_ms=notify_ms)
+
+    forwarded = await attempt()
     waited, pause = 0.0, UNKNOWN_KEY_FIRST_PAUSE
     budget = ctx.settings.forward_unknown_key_wait_seconds
     while forwarded is None and waited < budget:
@@ -116,7 +123,7 @@ async def _forward_when_routed(ctx: Context, to: str, envelope: bytes) -> Forwar
         await asyncio.sleep(pause)
         waited += pause
         pause *= 2
-        forwarded = await services.mailbox.forward(to, envelope, services.store)
+        forwarded = await attempt()
     return forwarded
 
 

@@ -412,6 +412,18 @@ end
 -- refused; else the list of config pairs a missing queue is created with.
 -- `args` from position `first`: 5 values per message (id, content type, content encoding,
 -- trace id, body). Returns the reply of send.lua.
+-- A sender's message was queued for a DIDComm connection: when its record names a phone
+-- (device token `dt`), mark it new (`nq`) and schedule its notification (member `member`
+-- of the shard's schedule) at `at`, unless one is scheduled already (a burst, an interval or
+-- a backoff running; mediator/notify/notifier.py). Returns `at`; -1 when one was scheduled
+-- already; 0 without a phone.
+local function note_queued(record, due, member, at)
+  if redis.call('HEXISTS', record, 'dt') == 0 then return 0 end
+  redis.call('HSET', record, 'nq', '1')
+  if redis.call('ZADD', due, 'NX', int(at), member) == 0 then return -1 end
+  return at
+end
+
 local function send_messages(Q, name, defaults, lazy, args, first)
   local now = now_ms()
   if not exists(Q) then

@@ -5,10 +5,12 @@
 -- Redis Cluster the caller reads the route, then sends.
 -- KEYS[1] the routes bucket (hash: raw recipient key -> connection)
 -- ARGV[1] the field (raw recipient key)  ARGV[2] the namespace's default settings (msgpack)
--- ARGV[3] config fields whose presence the reply reports, space-separated (a connection's push
---   services, its phone's device token): bit i of the reply's third value is field i + 1
+-- ARGV[3] space-separated: milliseconds until a phone's notification (0: none), then config
+--   fields whose presence the reply reports (a connection's push services, its device token)
 -- ARGV[4 .. 8] one message: id, content type, content encoding, trace id, body
--- Returns {0}  no route; else {1, name, field present 0/1, <send.lua's reply>...}
+-- Returns {0}  no route; else {1, name, bits, <send.lua's reply>...}: bit i of `bits` says
+-- the field i + 1 is present, the bit after them that a notification was scheduled (its
+-- time is then in the send reply's hint when earlier, so one ZADD LT serves both).
 local name = redis.call('HGET', KEYS[1], ARGV[1])
 if not name then return {0} end
 local qualified = NAMESPACE .. ':' .. name
@@ -20,10 +22,21 @@ for i, template in ipairs(TEMPLATES) do
 end
 local Q = queue_keys(list, 1)
 local r = send_messages(Q, qualified, defaults_of(ARGV[2]), {}, ARGV, 4)
-local present, bit = 0, 1
+local present, bit, notify_ms = 0, 1, nil
 for f in string.gmatch(ARGV[3], '%S+') do
-  if redis.call('HEXISTS', Q.cfg, f) == 1 then present = present + bit end
-  bit = bit * 2
+  if not notify_ms then
+    notify_ms = tonumber(f)
+  else
+    if redis.call('HEXISTS', Q.cfg, f) == 1 then present = present + bit end
+    bit = bit * 2
+  end
+end
+if r[1] == 1 and notify_ms > 0 then
+  local at = note_queued(Q.cfg, Q.due, NOTE_MEMBER .. name, r[2] + notify_ms)
+  if at > 0 then
+    present = present + bit
+    if r[3] < 0 or at < r[3] then r[3] = at end
+  end
 end
 local out = {1, name, present}
 for _, v in ipairs(r) do out[#out + 1] = v end
