@@ -42,7 +42,7 @@ from mediator.notify.webhook import WebhookProvider
 from mediator.settings import Settings
 
 DEFAULT = "default"
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass
@@ -128,7 +128,7 @@ class Apps:
             raise ConfigError(f"--push-apps-file {path}: needs a non-empty list `apps`")
         for entry in entries:
             name = entry.get("name") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not NAME.match(name):
+            if not isinstance(name, str) or not NAME.fullmatch(name):
                 raise ConfigError(
                     f"--push-apps-file {path}: each app needs a name ({NAME.pattern})"
                 )
@@ -148,8 +148,10 @@ def _app(
     name: str, entry: dict[str, Any], http: httpx.AsyncClient, http2: httpx.AsyncClient
 ) -> App:
     app = App(name)
-    fcm, apns, hook = (entry.get(k) or {} for k in ("fcm", "apns", "webhook"))
     where = f"app {name!r}"
+    fcm, apns, hook = (entry.get(k) or {} for k in ("fcm", "apns", "webhook"))
+    if not all(isinstance(part, dict) for part in (fcm, apns, hook)):
+        raise ConfigError(f"{where}: fcm, apns and webhook must be JSON objects")
     if fcm.get("credentials_file"):
         account = ServiceAccount.load(fcm["credentials_file"])
         app.fcm = FcmProvider(account, fcm.get("api_url") or "https://fcm.googleapis.com", http)

@@ -153,7 +153,10 @@ class FcmProvider:
                 headers={"Authorization": f"Bearer {token}"},
             )
         except LoginFailed as exc:
-            return by_status(exc.answer, f"token endpoint: {exc.answer.text[:200]}")
+            detail = f"token endpoint: {exc.answer.status_code} {exc.answer.text[:200]}"
+            if exc.answer.is_success:  # 200 without a token: nonsense, as an outage
+                return Outcome("retry", detail)
+            return by_status(exc.answer, detail)
         except (httpx.HTTPError, OSError) as exc:
             return unreachable(exc)
         if answer.status_code == 401:

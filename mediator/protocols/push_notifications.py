@@ -71,9 +71,9 @@ async def set_device_info(ctx: Context) -> None:
             raise ProblemReport("invalid-value", "app must be the name of a wallet app")
         app = notifier.apps.app_for(service, named)
         if app is None:
+            which = f"app {named[:64]!r}" if named is not None else "default app"
             raise ProblemReport(
-                "unknown-app",
-                f"no app {(named or '')[:64]!r} with {service.upper()} notifications here",
+                "unknown-app", f"no {which} with {service.upper()} notifications here"
             )
         await notifier.devices.set(connection.verkey, Device(service, token, platform, app.name))
     if "~please_ack" in body:
