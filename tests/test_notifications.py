@@ -522,3 +522,15 @@ async def test_steps_for_a_connection_that_is_gone_leave_nothing_behind(
     assert await scripts.call("notify", keys_, ["retry", member, 100, "id"]) == 0
     assert await client.exists(keys_[0]) == 0
     assert await client.zscore(keys_[1], member) is None
+
+
+async def test_a_token_endpoint_outage_is_retried_until_it_answers(
+    nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
+) -> None:
+    fcm_server.fail_grants_next(2, status=503)  # Google's token endpoint down twice
+    node, _wallet, key, med = await android(nodes, fcm_server, phones)
+    await burst(node, med, key, 1)
+    [sent] = await fcm_server.wait_for(1, timeout=20)
+    assert sent.token == FCM_TOKEN and len(fcm_server.grants) == 1
+    assert await metric(node.base, "fcm", "retried") >= 1
+    assert await metric(node.base, "fcm", "failed") == 0

@@ -119,6 +119,18 @@ class FcmProvider:
             self._token = (token, now + max(0.0, lifetime - EARLY_SECONDS))
             return token
 
+    def _login_failed(self, failure: LoginFailed) -> Outcome:
+        """What a failed login means for the notification: an outage is retried, not before
+        the remembered failure runs out (the retries would only meet it again)."""
+        answer = failure.answer
+        detail = f"token endpoint: {answer.status_code} {answer.text[:200]}"
+        # A 200 without a token is nonsense: an outage too.
+        outcome = Outcome("retry", detail) if answer.is_success else by_status(answer, detail)
+        if outcome.kind != "retry":
+            return outcome
+        remembered = self._failed[1] - time.time() if self._failed is not None else 0.0
+        return Outcome("retry", detail, max(outcome.retry_after or 0.0, remembered))
+
     def message(self, notice: Notice) -> dict[str, Any]:
         data = {
             "@type": PAYLOAD_TYPES["fcm"],
@@ -153,10 +165,7 @@ class FcmProvider:
                 headers={"Authorization": f"Bearer {token}"},
             )
         except LoginFailed as exc:
-            detail = f"token endpoint: {exc.answer.status_code} {exc.answer.text[:200]}"
-            if exc.answer.is_success:  # 200 without a token: nonsense, as an outage
-                return Outcome("retry", detail)
-            return by_status(exc.answer, detail)
+            return self._login_failed(exc)
         except (httpx.HTTPError, OSError) as exc:
             return unreachable(exc)
         if answer.status_code == 401:
