@@ -15,6 +15,7 @@ import pytest
 
 from mediator.embedded import free_port
 from tests.interop.credo import VERSIONS, CredoAgent, credo_install_dir
+from tests.kube.service import Service
 from tests.servers import Node
 
 pytestmark = pytest.mark.interop
@@ -173,3 +174,34 @@ def _count(metrics: str, needle: str) -> float:
         if needle in line and not line.startswith("#"):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+@pytest.fixture(scope="module")
+def balanced(redis_url: str, credo: None) -> Iterator[tuple[Node, Node]]:
+    """Two nodes behind one address that sends each new TCP connection to the next node
+    (tests/kube/service.py, as a Kubernetes Service does): the wallet's requests, its socket
+    and the sender's forwards land on either node, whatever the pickup strategy."""
+    with Service() as service:
+        nodes = (Node(redis_url, MEDIATOR_ENDPOINT=service.base), Node(redis_url))
+        nodes[1].env["MEDIATOR_ENDPOINT"] = service.base
+        for node in nodes:
+            node.start()
+            service.add("127.0.0.1", node.port)
+        yield nodes
+        for node in nodes:
+            node.stop()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("strategy", [*STRATEGIES, "auto"])
+async def test_every_strategy_through_a_balancer_over_two_nodes(
+    balanced: tuple[Node, Node], agents: list[CredoAgent], strategy: str, version: str
+) -> None:
+    url = await invitation_url(balanced[0])  # names the balancer's address
+    recipient, sent = await _exchange_messages(url, strategy, agents, f"lb-{strategy}", version)
+    assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
+    assert len(recipient.messages) == N
+    async with httpx.AsyncClient() as client:
+        scrapes = [(await client.get(node.base + "/metrics")).text for node in balanced]
+    answered = [_count(text, "mediator_didcomm_messages_total") for text in scrapes]
+    assert all(answered), f"DIDComm messages answered per node: {answered}"
