@@ -534,3 +534,21 @@ async def test_a_token_endpoint_outage_is_retried_until_it_answers(
     assert sent.token == FCM_TOKEN and len(fcm_server.grants) == 1
     assert await metric(node.base, "fcm", "retried") >= 1
     assert await metric(node.base, "fcm", "failed") == 0
+
+
+async def test_the_second_recipient_of_one_envelope_is_woken_too(
+    nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
+) -> None:
+    """One envelope for two of our recipients is queued for the second by a separate send,
+    which schedules its notification with a call of its own (as every forward does on Redis
+    Cluster): that phone is woken as well."""
+    node = nodes.node(**provider_env(fcm=fcm_server))
+    _first, first_key, med = await phone(node, phones)
+    second, second_key, _ = await phone(node, phones)
+    other_token = FCM_TOKEN.replace("fcm-token", "fcm-other")
+    await set_device(second, "fcm", device_token=other_token, device_platform="android")
+    answer = await forward(node.base, med, first_key, {"to": "both"}, extra_kids=(second_key,))
+    assert answer.status_code == 202
+    [sent] = await fcm_server.wait_for(1, timeout=10)
+    await asyncio.sleep(1)
+    assert len(fcm_server.sends) == 1 and sent.token == other_token  # the first has no phone
