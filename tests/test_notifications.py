@@ -34,7 +34,7 @@ from tests.providers.webhook import WebhookServer, verify_signature
 from tests.scrape import value
 from tests.servers import MetricsWorker, Node, RedisUnderTest
 
-DB = 11
+DB = 13  # its own: DB 11 is the monitoring suite's, whose workers would hold the leases
 FAST = {
     "MEDIATOR_NOTIFY_DELAY_SECONDS": "0.5",
     "MEDIATOR_NOTIFY_INTERVAL_SECONDS": "3",
