@@ -7,8 +7,9 @@ registers (docs/push.md):
 
 - the app the `set-device-info` message names in its `app` field (our extension; wallets
   that send none get the default), else
-- the default app: the one the `--fcm-*`, `--apns-*` and `--notify-webhook-*` settings make
-  (named `default`), or the apps file's app marked `"default": true`, or its first.
+- the default app: the apps file's app marked `"default": true`; without one, the app the
+  `--fcm-*`, `--apns-*` and `--notify-webhook-*` settings make (named `default`); without
+  those, the file's first.
 
 Within an app a device registered through push-notifications-fcm is sent through FCM, one
 registered through push-notifications-apns through APNs, and either through the app's
