@@ -286,7 +286,8 @@ class Settings:
         metadata=_opt(
             "How long the answer to a handshake request waits before it is pushed to an agent "
             "that asked for no return route: ACA-Py records its own request only after it has "
-            "gone out, and an answer arriving before that is dropped (docs/interop.md)."
+            "gone out, and an answer arriving before that is dropped (docs/interop.md).",
+            scope="serve",
         ),
     )
     push_retry_min_seconds: float = field(
