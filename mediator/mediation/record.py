@@ -16,6 +16,7 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     dt   its device token;  dp  its platform;  da  its app (mediator/notify/apps.py)
     nl   when it was last notified (ms);  na  failed notification attempts in a row
     nq   a message came since its pending notification was last looked at
+    nc   a claim of its notification not settled yet;  ni  the notification's id (retries)
     k:<32 raw bytes>   a registered recipient key (its keylist)
 
 None of these names is a queue field (mediator/engine/model.py QUEUE_FIELDS).
