@@ -552,3 +552,25 @@ async def test_the_second_recipient_of_one_envelope_is_woken_too(
     [sent] = await fcm_server.wait_for(1, timeout=10)
     await asyncio.sleep(1)
     assert len(fcm_server.sends) == 1 and sent.token == other_token  # the first has no phone
+
+
+async def test_a_put_off_notification_leaves_the_head_of_the_schedule(
+    notify_script: tuple[Redis, Scripts],
+) -> None:
+    """A worker that cannot run a due notification (busy, or without provider settings)
+    moves it ahead: left due, it would be read again every tick and, 200 of them in a shard,
+    hold up that shard's upkeep. A claim in progress is not touched."""
+    client, scripts = notify_script
+    keys_, member = await _pending(client, scripts, "token")
+    await asyncio.sleep(0.01)
+    await scripts.call("notify", keys_, ["defer", member, 60_000])
+    [(_, score)] = await client.zrange(keys_[1], 0, 0, withscores=True)
+    assert score > time.time() * 1000 + 50_000
+    assert await scripts.call("notify", keys_, ["claim", member, 50]) == []  # not due now
+    # Due again and claimed: a defer of the claimed entry changes nothing, nc stays.
+    await client.zadd(keys_[1], {member: 0})
+    assert await scripts.call("notify", keys_, ["claim", member, 60_000])
+    claimed_until = await client.zscore(keys_[1], member)
+    await scripts.call("notify", keys_, ["defer", member, 1])
+    assert await client.zscore(keys_[1], member) == claimed_until
+    assert await client.hget(keys_[0], "nc") == b"1"

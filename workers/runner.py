@@ -192,17 +192,7 @@ class Worker:
             if member.startswith(keys.PUSH_MEMBER):
                 await self.pusher.due(member[len(keys.PUSH_MEMBER) :])
             elif member.startswith(keys.NOTE_MEMBER):
-                # A worker without the providers' settings leaves notifications to one that
-                # has them (they stay due) rather than drop them.
-                if self.notifier.apps.configured:
-                    await self.notifier.due(member[len(keys.NOTE_MEMBER) :])
-                elif not self._warned_unconfigured:
-                    self._warned_unconfigured = True
-                    log.warning(
-                        "phone notifications are due but this worker has no provider "
-                        "settings (MEDIATOR_FCM_*, MEDIATOR_APNS_*, MEDIATOR_NOTIFY_WEBHOOK_*): "
-                        "give workers the nodes' settings"
-                    )
+                await self._notification_due(member[len(keys.NOTE_MEMBER) :])
             elif member == keys.MOVED_MEMBER:
                 await self.engine.forget_moved(shard)
             else:
@@ -212,6 +202,22 @@ class Worker:
             self.metrics.upkeeps.inc(len(members))
         await self._set_hint(shard)
         return len(members)
+
+    async def _notification_due(self, connection: str) -> None:
+        """A phone notification is due. A worker without the providers' settings leaves it
+        to one that has them (put off by a lease's time, so it never sits at the head of
+        the schedule) rather than drop it, and says so once."""
+        if self.notifier.apps.configured:
+            await self.notifier.due(connection)
+            return
+        await self.notifier.defer(connection, int(self.settings.lease_seconds * 1000))
+        if not self._warned_unconfigured:
+            self._warned_unconfigured = True
+            log.warning(
+                "phone notifications are due but this worker has no provider settings "
+                "(MEDIATOR_FCM_*, MEDIATOR_APNS_*, MEDIATOR_NOTIFY_WEBHOOK_*): give workers "
+                "the nodes' settings"
+            )
 
     async def _set_hint(self, shard: int) -> None:
         """The shard's hint becomes its schedule's head. A script that lowered the head

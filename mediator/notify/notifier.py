@@ -40,6 +40,7 @@ from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 log = logging.getLogger(__name__)
 
 CONCURRENCY = 64  # notifications in flight at once per process
+BUSY_DEFER_MS = 1000  # how far a notification this process cannot start yet is put off
 RETRY_AFTER_MAX = 3600.0
 
 
@@ -93,17 +94,25 @@ class Notifier:
     async def due(self, connection: str) -> None:
         """The notification's time has come (the worker holding its shard found it due).
         Claimed here, sent in a task of its own so a slow provider holds up no upkeep; left
-        due (for the next tick) while this process is at it already or has no free slot, so
-        the claim's guard time starts only when the work does."""
-        if connection in self._running or len(self._running) >= CONCURRENCY:
-            return
+        for a second while this process is at it already or has no free slot, so the
+        claim's guard time starts only when the work does."""
         keys_, member = schedule_keys(connection)
+        if connection in self._running or len(self._running) >= CONCURRENCY:
+            await self.defer(connection, BUSY_DEFER_MS)
+            return
         claimed = await self.scripts.call("notify", keys_, ["claim", member, self.guard_ms])
         if not claimed:
             return
         task = asyncio.create_task(self._run(connection, claimed), name="notify")
         self._running[connection] = task
         task.add_done_callback(lambda _: self._running.pop(connection, None))
+
+    async def defer(self, connection: str, in_ms: int) -> None:
+        """Leave a due notification for later: moved `in_ms` ahead, not left at the head of
+        its shard's schedule (where every tick would read it again, and upkeep behind it
+        would wait)."""
+        keys_, member = schedule_keys(connection)
+        await self.scripts.call("notify", keys_, ["defer", member, in_ms])
 
     @property
     def guard_ms(self) -> int:

@@ -14,6 +14,9 @@
 --   is 1 when a message came since the last claim, or when that claim was never settled
 --   (its claimer died: nc still set). {} when it is not due (another worker ran it); a
 --   record that is gone takes its member with it.
+-- defer: a worker that cannot run it now (busy, or without the providers' settings) moves a
+--   due member ARGV[3] ahead, so that it does not stay at the head of the schedule, read
+--   again every tick, and hold up the upkeep due after it. Claims nothing, settles nothing.
 -- Every other op settles the claim (clears nc); a record that is gone only drops the member.
 -- later: due ARGV[3] from now, marked new (an interval was not over yet).
 -- retry: one more failed attempt (na), the id ARGV[4] kept; due ARGV[3] from now.
@@ -31,6 +34,11 @@ end
 if redis.call('EXISTS', record) == 0 then
   redis.call('ZREM', due, member)
   if op == 'claim' then return {} end
+  return 0
+end
+if op == 'defer' then
+  local score = redis.call('ZSCORE', due, member)
+  if score and tonumber(score) <= now then redis.call('ZADD', due, 'XX', int(at), member) end
   return 0
 end
 if op == 'claim' then
