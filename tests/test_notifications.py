@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from mediator.client.agent import message
 from mediator.client.recipient import Recipient
+from mediator.engine import keys
 from mediator.engine.scripts import Scripts
 from mediator.notify.devices import schedule_keys
 from tests.didcomm_peer import forward, mediator_key
@@ -186,6 +187,14 @@ async def test_a_burst_wakes_an_android_phone_once_with_the_count_and_no_content
     # The wallet reads its device info back.
     info = await wallet.request("push-notifications-fcm/1.0/get-device-info")
     assert info["device_token"] == FCM_TOKEN and info["device_platform"] == "android"
+    # The token (about 160 characters) is kept beside the connection's record, which stays
+    # a listpack: a value over 64 bytes in it would make it a hash table, 5x the memory.
+    record = keys.connection_keys(wallet.verkey).record
+    storage = Redis.from_url(nodes.url)
+    try:
+        assert await storage.object("encoding", record) == b"listpack"
+    finally:
+        await storage.aclose()
 
 
 async def test_no_notification_while_a_live_socket_is_open_on_another_node(
@@ -379,6 +388,11 @@ async def test_device_info_is_validated_and_removed_with_nulls(
         await code("fcm", device_token=FCM_TOKEN, device_platform="android", app="nope")
         == "unknown-app"
     )
+    # A connection without mediation has no mailbox to be notified about.
+    stranger = await Recipient.connect_to(node.base, "http")
+    phones.append(stranger)
+    refused = await set_device(stranger, "fcm", device_token=FCM_TOKEN, device_platform="ios")
+    assert refused["description"]["code"] == "mediation-not-granted"
     # No APNs credentials here: that protocol is not offered.
     assert await code("apns", device_token=APNS_TOKEN) == "unsupported-message-type"
     disclosed = await wallet.request("discover-features/1.0/query", query="*push-notifications*")
@@ -476,8 +490,9 @@ async def notify_script(db_url: str) -> AsyncIterator[tuple[Redis, Scripts]]:
 async def _pending(client: Redis, scripts: Scripts, token: str) -> tuple[list[str], str]:
     """A connection with a phone and a notification scheduled for now."""
     keys_, member = schedule_keys(f"Conn{uuid.uuid4().hex}")
-    fields = {"created": "1", "dv": "fcm", "dt": token, "dp": "android", "da": "default"}
+    fields = {"created": "1", "dv": "fcm", "dt": "1", "dp": "android", "da": "default"}
     await client.hset(keys_[0], mapping=fields)
+    await client.set(keys_[2], token)
     assert int(await scripts.call("notify", keys_, ["queued", member, 0])) > 0
     return keys_, member
 
@@ -488,6 +503,7 @@ async def test_a_claim_whose_worker_died_is_run_again_as_new(
     client, scripts = notify_script
     keys_, member = await _pending(client, scripts, "token-a")
     first = await scripts.call("notify", keys_, ["claim", member, 50])  # a 50 ms guard
+    assert first[2] == b"token-a"  # the token, from its own key
     assert first[7] == b"1"  # new: a message came
     # Its worker dies without settling; the guard runs out; the next claim must send.
     await asyncio.sleep(0.1)
@@ -504,11 +520,12 @@ async def test_a_gone_token_never_takes_the_one_registered_meanwhile(
     client, scripts = notify_script
     keys_, member = await _pending(client, scripts, "token-old")
     await scripts.call("notify", keys_, ["claim", member, 5000])
-    await client.hset(keys_[0], "dt", "token-new")  # the wallet registered again meanwhile
+    await client.set(keys_[2], "token-new")  # the wallet registered again meanwhile
     await scripts.call("notify", keys_, ["forget", member, 0, "token-old"])
-    assert await client.hget(keys_[0], "dt") == b"token-new"
+    assert await client.get(keys_[2]) == b"token-new"
+    assert await client.hget(keys_[0], "dt") == b"1"
     await scripts.call("notify", keys_, ["forget", member, 0, "token-new"])
-    assert await client.hget(keys_[0], "dt") is None
+    assert await client.get(keys_[2]) is None and await client.hget(keys_[0], "dt") is None
     assert await client.zscore(keys_[1], member) is None
 
 
@@ -520,7 +537,7 @@ async def test_steps_for_a_connection_that_is_gone_leave_nothing_behind(
     await scripts.call("notify", keys_, ["claim", member, 5000])
     await client.delete(keys_[0])  # the connection was removed mid-notification
     assert await scripts.call("notify", keys_, ["retry", member, 100, "id"]) == 0
-    assert await client.exists(keys_[0]) == 0
+    assert await client.exists(keys_[0], keys_[2]) == 0  # its token goes with it
     assert await client.zscore(keys_[1], member) is None
 
 

@@ -265,11 +265,14 @@ class ConnectionKeys:
     record: str  # hash: handshake, mediation state, keylist (`k:<key>` fields), the queue
     threads: str  # hash: per-thread sender orders (RFC 0008), with a sliding expiry
     presence: str  # string "<node>/<socket>" holding its live socket
+    device: str  # string: its phone's device token (mediator/notify), apart from the record
 
 
 def connection_keys(verkey: str) -> ConnectionKeys:
     base = queue_keys(f"{DIDCOMM_NAMESPACE}:{verkey}").cfg
-    return ConnectionKeys(record=base, threads=base + ":t", presence=base + ":p")
+    return ConnectionKeys(
+        record=base, threads=base + ":t", presence=base + ":p", device=base + ":d"
+    )
 
 
 def routes_bucket(recipient_key: bytes) -> str:

@@ -13,7 +13,9 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     x    it fetches explicitly (it has spoken a pickup or queue protocol)
     pa   failed push attempts in a row
     dv   the phone's notification service: fcm or apns (push-notifications-<dv>/1.0)
-    dt   its device token;  dp  its platform;  da  its app (mediator/notify/apps.py)
+    dt   1: it has a device token (the token itself: `ConnectionKeys.device`, a string
+         beside the record, so that the record stays a listpack)
+    dp   its platform;  da  its app (mediator/notify/apps.py)
     nl   when it was last notified (ms);  na  failed notification attempts in a row
     nq   a message came since its pending notification was last looked at
     nc   a claim of its notification not settled yet;  ni  the notification's id (retries)

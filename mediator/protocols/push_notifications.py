@@ -1,6 +1,9 @@
 """Push Notifications FCM 1.0 (RFC 0734) and APNs 1.0 (RFC 0699), the mediator as
 notification-sender: a connection sets, reads and removes the device its phone wakes on.
 
+A device is set on a connection granted mediation: the notifications are about its
+mailbox, and a connection never granted one expires, which its device token, a key of its
+own, would not.
 `set-device-info` with every value null removes it; with one of two null it is refused
 (`missing-value`). An optional `app` field (our extension, docs/push.md) names the wallet
 app whose credentials reach the device; without it the device belongs to the default app.
@@ -48,7 +51,7 @@ def _text(body: dict[str, Any], name: str, most: int, pattern: re.Pattern[str]) 
 
 
 async def set_device_info(ctx: Context) -> None:
-    connection = ctx.require_connection()
+    connection = ctx.require_mediation()  # notifications are about its mailbox
     service = _service(ctx)
     body = ctx.message.body
     token = _text(

@@ -413,7 +413,7 @@ end
 -- `args` from position `first`: 5 values per message (id, content type, content encoding,
 -- trace id, body). Returns the reply of send.lua.
 -- A sender's message was queued for a DIDComm connection: when its record names a phone
--- (device token `dt`), mark it new (`nq`) and schedule its notification (member `member`
+-- (`dt`: it has a device token), mark it new (`nq`) and schedule its notification (member `member`
 -- of the shard's schedule) at `at`, unless one is scheduled already (a burst, an interval or
 -- a backoff running; mediator/notify/notifier.py). Returns `at`; -1 when one was scheduled
 -- already; 0 without a phone.

@@ -1,16 +1,17 @@
 -- notify: a connection's pending phone notification, the member '@note:<connection>' of its
 -- shard's schedule, beside its record (the queue's config hash, in the same slot).
--- Record fields: dv service (fcm/apns), dt device token, dp platform, da app, nl when last
+-- Record fields: dv service (fcm/apns), dt a phone is registered (its token is KEYS[3]), dp
+-- platform, da app, nl when last
 -- notified (ms), na failed attempts in a row, nq a message came since the last claim, nc a
 -- claim not settled yet, ni the notification's id (kept across its retries).
--- KEYS[1] the record  KEYS[2] the shard's schedule
+-- KEYS[1] the record  KEYS[2] the shard's schedule  KEYS[3] the device token (a string)
 -- ARGV[1] op  ARGV[2] member  ARGV[3] milliseconds from now  ARGV[4] op's value (below)
 -- queued: a message was queued (_lib.lua's note_queued, which forward.lua runs itself):
 --   with a device token, mark it new and, unless the member is scheduled already, schedule
 --   it ARGV[3] from now. Returns the time it was scheduled at; 0 without a device; -1
 --   already scheduled.
 -- claim: if the member is due, move it ARGV[3] ahead (a guard: should the claimer die, the
---   notification runs again then) and return {now, dv, dt, dp, da, nl, na, new, ni}; `new`
+--   notification runs again then) and return {now, dv, token, dp, da, nl, na, new, ni}; `new`
 --   is 1 when a message came since the last claim, or when that claim was never settled
 --   (its claimer died: nc still set). {} when it is not due (another worker ran it); a
 --   record that is gone takes its member with it.
@@ -25,7 +26,7 @@
 -- sent: note the time (nl); then as giveup.
 -- giveup, done: clear the attempts and the id; remove the member, unless a message came
 --   meanwhile (nq): then due ARGV[3] from now.
-local record, due, op, member = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local record, due, device, op, member = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
 local now = now_ms()
 local at = now + tonumber(ARGV[3])
 if op == 'queued' then
@@ -33,6 +34,7 @@ if op == 'queued' then
 end
 if redis.call('EXISTS', record) == 0 then
   redis.call('ZREM', due, member)
+  redis.call('DEL', device)
   if op == 'claim' then return {} end
   return 0
 end
@@ -46,10 +48,11 @@ if op == 'claim' then
   if not score or tonumber(score) > now then return {} end
   redis.call('ZADD', due, int(at), member)
   local f = redis.call('HMGET', record, 'dv', 'dt', 'dp', 'da', 'nl', 'na', 'nq', 'nc', 'ni')
+  local token = f[2] and redis.call('GET', device) or false
   local new = (f[7] or f[8]) and '1' or '0'
   redis.call('HDEL', record, 'nq')
   redis.call('HSET', record, 'nc', '1')
-  return {int(now), f[1] or '', f[2] or '', f[3] or '', f[4] or '', f[5] or '0', f[6] or '0',
+  return {int(now), f[1] or '', token or '', f[3] or '', f[4] or '', f[5] or '0', f[6] or '0',
           new, f[9] or ''}
 end
 redis.call('HDEL', record, 'nc')
@@ -65,7 +68,8 @@ if op == 'retry' then
   return at
 end
 if op == 'forget' then
-  if redis.call('HGET', record, 'dt') == ARGV[4] then
+  if redis.call('GET', device) == ARGV[4] then
+    redis.call('DEL', device)
     redis.call('HDEL', record, 'dv', 'dt', 'dp', 'da', 'na', 'nq', 'ni')
     redis.call('ZREM', due, member)
     return 0
