@@ -279,3 +279,43 @@ async def test_a_message_arriving_between_the_pickup_round_and_live_mode_is_deli
         live = await peer.next_message()
         assert [peer.open(b) for _, b in attachments(live)] == [{"between": True}]
         await peer.ack([i for i, _ in attachments(live)])
+
+
+async def test_one_envelope_forwarded_once_per_recipient_key_is_stored_once_per_connection(
+    dc_node: Node, med: str
+) -> None:
+    """A sender whose service lists two of our recipients' keys forwards one envelope per
+    key: each connection gets the ciphertext once, and the answers say so."""
+    from mediator.client import Sender
+    from mediator.client.sender import forward_envelope
+
+    async with Peer(dc_node.base, med) as alice, Peer(dc_node.base, med) as bob:
+        a, b = await alice.mediate(), await bob.mediate()
+        sender = Sender(med)
+        inner = sender.pack({"@id": "one", "hello": "both"}, [a, b])
+        answers = []
+        for to in (a, b):
+            answers.append(await alice.post(forward_envelope(inner, to, med)))
+        assert [r.status_code for r in answers] == [202, 202]
+        seen = [
+            (r.headers["x-mediator-queued"], r.headers["x-mediator-duplicates"]) for r in answers
+        ]
+        assert seen == [("2", "0"), ("0", "2")]
+        for peer in (alice, bob):
+            status = await peer.status()
+            assert status["message_count"] == 1
+        got_a = attachments(await alice.deliver())
+        assert [alice.open(body)["hello"] for _, body in got_a] == ["both"]
+        # Handed out, not acknowledged: still a duplicate.
+        again = await alice.post(forward_envelope(inner, a, med))
+        assert again.headers["x-mediator-duplicates"] == "2"
+        await alice.ack([mid for mid, _ in got_a])
+        # Acknowledged by alice: the same bytes are a new message for her, not for bob.
+        after = await alice.post(forward_envelope(inner, a, med))
+        assert (after.headers["x-mediator-queued"], after.headers["x-mediator-duplicates"]) == (
+            "1",
+            "1",
+        )
+        assert (await alice.status())["message_count"] == 1
+        got_b = attachments(await bob.deliver())
+        assert len(got_b) == 1 and bob.open(got_b[0][1])["hello"] == "both"

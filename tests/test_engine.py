@@ -371,3 +371,48 @@ async def test_scripts_are_reloaded_when_the_server_has_lost_them(
     await redis_client.script_flush()
     sent = await engine.send(ref, [msg(b"after flush")])
     assert [m.message_id for m in (await engine.receive(ref, 1)).messages] == sent.message_ids
+
+
+async def test_a_digest_already_queued_is_not_stored_again_until_the_copy_is_gone(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(delay_seconds=0))
+    first = await engine.send(ref, [SendMessage(b"same", digest=b"d1")])
+    # One batch: the repeated digest and a second message with the first one's digest.
+    batch = await engine.send(
+        ref, [SendMessage(b"same", digest=b"d1"), SendMessage(b"other", digest=b"d2")]
+    )
+    assert batch.duplicates == (True, False)
+    assert batch.message_ids[0] == first.message_ids[0]
+    assert (batch.visible, batch.delayed) == (1, 0)
+    assert (await engine.stats(ref)).messages == 2
+    # Without a digest, the same bytes are always a message of their own.
+    plain = await engine.send(ref, [msg(b"same"), msg(b"same")])
+    assert plain.duplicates == (False, False)
+    got = await engine.receive(ref, 10)
+    for m in got.messages:
+        await engine.delete_message(NS, m.message_id)
+    qk = keys.queue_keys(ref.qualified)
+    assert await redis_client.exists(qk.digests) == 0  # gone with the queue's last message
+    again = await engine.send(ref, [SendMessage(b"same", digest=b"d1")])
+    assert again.duplicates == (False,) and again.message_ids != first.message_ids
+
+
+async def test_digests_of_messages_gone_are_pruned_as_the_queue_turns_over(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg(delay_seconds=0))
+    await engine.send(ref, [SendMessage(b"kept", digest=b"kept")])
+    qk = keys.queue_keys(ref.qualified)
+    for i in range(300):
+        await engine.send(ref, [SendMessage(b"x", digest=f"d{i}".encode())])
+        got = await engine.receive(ref, 10)
+        for m in got.messages:
+            if m.body != b"kept":
+                await engine.delete_message(NS, m.message_id)
+    # One message stays queued the whole time: the digest hash never emptied, but it holds
+    # no more than a pruning threshold's worth of the gone ones.
+    assert await redis_client.hlen(qk.digests) <= 65
+    assert (await engine.send(ref, [SendMessage(b"kept", digest=b"kept")])).duplicates == (True,)

@@ -255,7 +255,7 @@ class Engine(RecipientQueues):
             lazy = create_with.stored_fields(ref.namespace, self.defaults.get(ref.namespace))
             args += ["1", len(lazy), *_flatten(lazy)]
         for mid, m in zip(ids, messages, strict=True):
-            args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body]
+            args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body, m.digest]
         r, shortfall = await self._write("send", qk.all, args, confirm=confirm)
         result = await self._sent(ref, qk.shard, r, ids)
         if shortfall is not None:  # stored, but not as durably as asked
@@ -288,6 +288,7 @@ class Engine(RecipientQueues):
             message.content_encoding,
             message.trace_id,
             message.body,
+            message.digest,
         ]
         r, shortfall = await self._write("forward", [bucket], args, confirm=confirm)
         if int(r[0]) == 0:
@@ -314,7 +315,13 @@ class Engine(RecipientQueues):
         hint = int(r[2])
         if hint >= 0:
             await self._hint(shard if shard >= 0 else keys.shard_of(ref.qualified), hint)
-        return SendResult(message_ids=ids, visible=int(r[3]), delayed=int(r[4]))
+        copies = [_s(c) for c in r[5:]]
+        return SendResult(
+            message_ids=[c or mid for c, mid in zip(copies, ids, strict=True)],
+            visible=int(r[3]),
+            delayed=int(r[4]),
+            duplicates=tuple(bool(c) for c in copies),
+        )
 
     async def receive(
         self,

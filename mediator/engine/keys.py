@@ -78,6 +78,7 @@ class QueueKeys:
     oldest: str  # the namespace's oldest-message index in the shard (see shard_oldest)
     registry: str  # the namespace's queue names in the shard (see shard_registry)
     refs: str  # set: queues that use this one as their dead letter queue
+    digests: str  # hash: envelope digest -> id of the queued message with those bytes
 
     @property
     def all(self) -> list[str]:
@@ -101,7 +102,7 @@ class QueueKeys:
     @property
     def own(self) -> list[str]:
         """The queue's own keys, without its shard's."""
-        return [*self.all[:9], self.refs]
+        return [*self.all[:9], self.refs, self.digests]
 
 
 def queue_keys(qualified: str) -> QueueKeys:
@@ -126,6 +127,7 @@ def queue_keys(qualified: str) -> QueueKeys:
         oldest=shard_oldest(shard, namespace),
         registry=shard_registry(shard, namespace),
         refs=base + ":rf",
+        digests=base + ":dg",  # scripts derive it from cfg (_lib.lua queue_keys)
     )
 
 

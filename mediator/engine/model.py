@@ -119,13 +119,16 @@ class SendMessage:
     content_type: str = "application/octet-stream"
     content_encoding: str = ""
     trace_id: str = ""
+    # Not stored again while a message with the same digest is in the queue (b"": always).
+    digest: bytes = b""
 
 
 @dataclass(frozen=True)
 class SendResult:
-    message_ids: list[str]
+    message_ids: list[str]  # a duplicate's is the id of the queued copy it was not stored as
     visible: int
     delayed: int
+    duplicates: tuple[bool, ...] = ()  # per message: a copy was queued already (not stored)
 
 
 @dataclass(frozen=True)

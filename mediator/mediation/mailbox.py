@@ -23,6 +23,7 @@ from mediator.engine.model import (
     ReceivedMessage,
     ReceiveResult,
     SendMessage,
+    SendResult,
 )
 from mediator.errors import QueueExists, QueueNotFound
 from mediator.mediation import record as rec
@@ -69,6 +70,7 @@ class Forwarded:
     has_push: bool | None  # its record names push endpoints (None: not looked at)
     has_device: bool | None = None  # it registered a phone to notify (None: not looked at)
     notified: bool = False  # the phone's notification was scheduled in the same call
+    duplicate: bool = False  # the same bytes were queued for it already: not stored again
 
 
 def defaults(settings: Settings) -> QueueConfig:
@@ -101,13 +103,31 @@ class Mailbox:
     async def enqueue(
         self, connection: str, envelope: bytes, recipient_key: str, *, confirm: bool = True
     ) -> str:
-        """Queue one message; `confirm` (a sender's forward) waits for the replicas or fsyncs
-        the settings ask for, where our own queued replies do not."""
+        """Queue one of our own messages (no `confirm`: replies do not wait for the
+        replicas or fsyncs the settings ask of a sender's forward)."""
+        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key)
+        return (await self._send(connection, message, confirm)).message_id
+
+    async def enqueue_forwarded(
+        self, connection: str, envelope: bytes, recipient_key: str, digest: bytes
+    ) -> Forwarded:
+        """Queue a forwarded envelope for `connection`, unless the same bytes (`digest`) are
+        queued for it already."""
+        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key, digest=digest)
+        return await self._send(connection, message, True)
+
+    async def _send(self, connection: str, message: SendMessage, confirm: bool) -> Forwarded:
         ref = queue_of(connection)
-        message = [SendMessage(body=envelope, content_type="", trace_id=recipient_key)]
         # The queue was made at the grant; it is made again here should it be gone.
-        result = await self.engine.send(ref, message, create_with=self.defaults, confirm=confirm)
-        return result.message_ids[0]
+        result = await self.engine.send(ref, [message], create_with=self.defaults, confirm=confirm)
+        duplicate = self._duplicate(result)
+        return Forwarded(connection, result.message_ids[0], None, duplicate=duplicate)
+
+    def _duplicate(self, result: SendResult) -> bool:
+        duplicate = bool(result.duplicates and result.duplicates[0])
+        if duplicate and self.metrics is not None:
+            self.metrics.duplicates.inc()
+        return duplicate
 
     async def forward(
         self,
@@ -115,14 +135,15 @@ class Mailbox:
         envelope: bytes,
         store: MediationStore,
         *,
-        confirm: bool = True,
+        digest: bytes = b"",
         notify_ms: int = 0,
     ) -> Forwarded | None:
         """Queue a forwarded message for whichever connection registered `recipient_key`;
-        None when none did. One script call where the deployment allows it (which also
-        schedules the connection's phone notification `notify_ms` ahead, when it has a
-        phone), else the route (cached per node) and then the send."""
-        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key)
+        None when none did; not again when the same bytes (`digest`) are queued there. One
+        script call where the deployment allows it (which also schedules the connection's
+        phone notification `notify_ms` ahead, when it has a phone), else the route (cached
+        per node) and then the send."""
+        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key, digest=digest)
         if self.routed:
             raw = raw_key(recipient_key)
             done = await self.engine.send_routed(
@@ -131,17 +152,17 @@ class Mailbox:
                 message,
                 report_fields=(rec.SERVICES, rec.DEVICE_TOKEN),
                 notify_ms=notify_ms,
-                confirm=confirm,
             )
             if done is None:
                 return None
             connection, (has_push, has_device), notified, result = done
-            return Forwarded(connection, result.message_ids[0], has_push, has_device, notified)
+            duplicate = self._duplicate(result)
+            mid = result.message_ids[0]
+            return Forwarded(connection, mid, has_push, has_device, notified, duplicate)
         connection_ = await store.owner(recipient_key)
         if connection_ is None:
             return None
-        mid = await self.enqueue(connection_, envelope, recipient_key, confirm=confirm)
-        return Forwarded(connection_, mid, None)
+        return await self._send(connection_, message, True)
 
     async def status(self, connection: str, recipient_key: str | None = None) -> MailboxStatus:
         ref = queue_of(connection)

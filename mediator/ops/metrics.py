@@ -123,6 +123,12 @@ class Metrics:
             "re-offers included).",
             registry=r,
         )
+        self.duplicates = Counter(
+            "mediator_didcomm_duplicate_forwards",
+            "Forwarded envelopes not stored again because the connection already held the "
+            "same bytes unacknowledged (a sender forwarding one envelope per recipient key).",
+            registry=r,
+        )
         self.acknowledged = Counter(
             "mediator_didcomm_removed_messages",
             "Queued messages removed because recipients acknowledged or received them.",

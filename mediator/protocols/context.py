@@ -132,12 +132,22 @@ class Reply:
 
 
 @dataclass
+class ForwardTally:
+    """What a forward did: the connections it was queued for, and those that held the same
+    envelope already (not stored again)."""
+
+    queued: int = 0
+    duplicates: int = 0
+
+
+@dataclass
 class Context:
     services: Services
     session: Session
     message: Message
     connection: Connection | None = None
     replies: list[Reply] = field(default_factory=list)
+    forward: ForwardTally = field(default_factory=ForwardTally)
 
     @property
     def settings(self) -> Settings:

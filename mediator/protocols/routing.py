@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import orjson
 
@@ -19,6 +20,7 @@ from mediator.mediation.mailbox import Forwarded
 from mediator.protocols.context import Context
 
 UNKNOWN_KEY_FIRST_PAUSE = 0.01
+DIGEST_BYTES = 16  # BLAKE2b: collisions would take 2**64 envelopes
 LIMIT_STATUS = {"message_size": 413, "count": 507, "size": 507, "will_queue": 403}
 
 
@@ -50,6 +52,10 @@ async def forward(ctx: Context) -> None:
 
     async def queued(forwarded: Forwarded) -> None:
         targets.add(forwarded.connection)
+        if forwarded.duplicate:  # its connection holds these bytes already: nothing new
+            ctx.forward.duplicates += 1
+            return
+        ctx.forward.queued += 1
         if forwarded.has_push is not False:  # False: its record names no push endpoint
             services.pusher.queued(forwarded.connection)
         if forwarded.notified:  # scheduled by the forward's own script
@@ -57,8 +63,11 @@ async def forward(ctx: Context) -> None:
         elif forwarded.has_device is None:  # not looked at (Redis Cluster, other recipients)
             await services.notifier.queued(forwarded.connection)
 
+    # A sender with several of our recipients' keys may forward the same envelope once per
+    # key: each connection stores it once (and the answer says which were duplicates).
+    digest = hashlib.blake2b(envelope, digest_size=DIGEST_BYTES).digest()
     try:
-        first = await _forward_when_routed(ctx, to, envelope)
+        first = await _forward_when_routed(ctx, to, envelope, digest)
     except (LimitExceeded, ReplicationShortfall) as exc:
         owner = await services.store.owner(to) or ""
         targets.add(owner)
@@ -83,14 +92,14 @@ async def forward(ctx: Context) -> None:
         owner = other
         targets.add(owner)
         try:
-            mid = await services.mailbox.enqueue(owner, envelope, key)
+            forwarded = await services.mailbox.enqueue_forwarded(owner, envelope, key, digest)
         except LimitExceeded as exc:
             refused.append(exc)
             continue
         except ReplicationShortfall as exc:
             unconfirmed.append(exc)
             continue
-        await queued(Forwarded(owner, mid, None))
+        await queued(forwarded)
     if unconfirmed and not refused:
         raise unconfirmed[0]
     if refused:
@@ -104,7 +113,9 @@ async def forward(ctx: Context) -> None:
         )
 
 
-async def _forward_when_routed(ctx: Context, to: str, envelope: bytes) -> Forwarded | None:
+async def _forward_when_routed(
+    ctx: Context, to: str, envelope: bytes, digest: bytes
+) -> Forwarded | None:
     """Queue the message for `to`'s connection; a key nobody registered yet is looked up
     again for up to --forward-unknown-key-wait-seconds (10 ms, then doubling), because
     agents hand out invitations before their keylist update has reached us (ACA-Py: 0.4 to
@@ -113,7 +124,9 @@ async def _forward_when_routed(ctx: Context, to: str, envelope: bytes) -> Forwar
     notify_ms = services.notifier.delay_ms
 
     async def attempt() -> Forwarded | None:
-        return await services.mailbox.forward(to, envelope, services.store, notify_ms=notify_ms)
+        return await services.mailbox.forward(
+            to, envelope, services.store, digest=digest, notify_ms=notify_ms
+        )
 
     forwarded = await attempt()
     waited, pause = 0.0, UNKNOWN_KEY_FIRST_PAUSE

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mediator.protocols.context import Session
+from mediator.protocols.context import ForwardTally, Session
 from mediator.transport.inbound import Outgoing, Pipeline
 
 log = logging.getLogger(__name__)
@@ -64,13 +64,30 @@ class DidcommHttp:
             if extra.if_unsent is not None:
                 await extra.if_unsent()
         if not returned:
-            await _send(send, 202, b"", None)
+            await _send(send, 202, b"", None, _forward_headers(outcome.forward))
             return
         await _carry(send, returned[0], media if media in ENVELOPE_TYPES else ENVELOPE_TYPES[0])
 
 
-async def _send(send: Send, status: int, body: bytes, media: str | None) -> None:
-    headers = [(b"content-length", str(len(body)).encode())]
+def _forward_headers(tally: ForwardTally | None) -> list[tuple[bytes, bytes]]:
+    """A forward's answer says for how many connections it was queued, and how many held
+    the same envelope already (a sender forwarding it once per recipient key)."""
+    if tally is None:
+        return []
+    return [
+        (b"x-mediator-queued", str(tally.queued).encode()),
+        (b"x-mediator-duplicates", str(tally.duplicates).encode()),
+    ]
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    media: str | None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    headers = [(b"content-length", str(len(body)).encode()), *(extra or ())]
     if media is not None:
         headers.append((b"content-type", media.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -30,7 +30,14 @@ from mediator.mediation.handshakes import COMPLETED, RESPONDED
 from mediator.mediation.store import Connection
 from mediator.ops.metrics import Metrics
 from mediator.protocols import HANDLERS, handler_for, is_anonymous
-from mediator.protocols.context import Callback, Context, Reply, Services, Session
+from mediator.protocols.context import (
+    Callback,
+    Context,
+    ForwardTally,
+    Reply,
+    Services,
+    Session,
+)
 from mediator.storage.clients import STORAGE_ERRORS
 
 log = logging.getLogger(__name__)
@@ -70,6 +77,7 @@ class Outcome:
     message: Message | None = None
     connection: Connection | None = None
     problem: bool = False  # answered with a problem-report
+    forward: ForwardTally | None = None  # a forward's: where it was queued
 
     @property
     def may_drain(self) -> bool:
@@ -187,6 +195,8 @@ class Pipeline:
                 connection = replace(connection, handshake=COMPLETED)
         ctx = Context(self.services, session, message, connection)
         outcome = Outcome(message=message, connection=connection)
+        if message.type.family == "routing":
+            outcome.forward = ctx.forward
         try:
             await handler_for(message.type)(ctx)
             if ctx.connection is not None and message.type.family not in CHANGES_CONNECTION:

@@ -33,9 +33,9 @@ UNLIMITED_PAGE_COMMANDS = 4000  # commands a page may cost without a budget
 SCAN_COUNT = 1000
 INFLIGHT_LISTED = 1000
 IDLE_COST, HELD_COST = 2, 9  # commands the script runs for a queue, without receive counts
-# Suffixes beside keys.QUEUE_SUFFIXES (keys.queue_keys' refs, keys.connection_keys' others);
-# checked against them in tests/capacity/test_reader_keys.py.
-REFS, PRESENCE, THREADS = ":rf", ":p", ":t"
+# Suffixes beside keys.QUEUE_SUFFIXES (keys.queue_keys' refs and digests,
+# keys.connection_keys' others); checked against them in tests/capacity/test_reader_keys.py.
+REFS, DIGESTS, PRESENCE, THREADS = ":rf", ":dg", ":p", ":t"
 SCRIPT = (resources.files("spark.source") / "snapshot_page.lua").read_text()
 SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 
@@ -83,7 +83,8 @@ class _Queue:
 
     @property
     def memory_keys(self) -> list[str]:
-        own = [self.base, *(self.base + x for x in keys.QUEUE_SUFFIXES.values()), self.base + REFS]
+        b = self.base
+        own = [b, *(b + x for x in keys.QUEUE_SUFFIXES.values()), b + REFS, b + DIGESTS]
         return own if self.mqs else [*own, self.base + PRESENCE, self.base + THREADS]
 
 

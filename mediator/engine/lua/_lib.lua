@@ -34,7 +34,7 @@ local function queue_keys(list, at)
   return {cfg = list[at], stream = list[at + 1], inflight = list[at + 2], rc = list[at + 3],
     delayed = list[at + 4], dbody = list[at + 5], ids = list[at + 6], outbox = list[at + 7],
     waiters = list[at + 8], due = list[at + 9], tot = list[at + 10], fl = list[at + 11],
-    old = list[at + 12], reg = list[at + 13]}
+    old = list[at + 12], reg = list[at + 13], dg = list[at] .. ':dg'}
 end
 
 local function exists(Q)
@@ -136,6 +136,35 @@ local function drop_stream_if_empty(Q, name)
   if redis.call('XLEN', Q.stream) == 0 then
     redis.call('DEL', Q.stream, Q.inflight, Q.rc)
     redis.call('ZREM', Q.old, short_name(name))
+    if redis.call('HLEN', Q.ids) == 0 then redis.call('DEL', Q.dg) end
+  end
+end
+
+-- ------------------------------------------------------------------ duplicates
+
+-- The envelope digests of a queue (`dg`, a hash: digest -> message id) say which message
+-- already holds the same bytes: a sender that forwards one envelope once per recipient key
+-- must not queue it twice for one connection. An entry counts while its message is still
+-- in the queue (not acknowledged, expired or moved); the others are dropped when the hash
+-- outgrows the queue, and the hash with the queue's last message.
+local function queued_copy(Q, digest)
+  local mid = redis.call('HGET', Q.dg, digest)
+  if not mid then return nil end
+  local loc = redis.call('HGET', Q.ids, mid)
+  if loc and loc ~= 'x' then return mid end
+  return nil
+end
+
+local function remember_digests(Q, pairs_)
+  if #pairs_ == 0 then return end
+  redis.call('HSET', Q.dg, unpack(pairs_))
+  local size = redis.call('HLEN', Q.dg)
+  if size > 64 and size > 2 * redis.call('HLEN', Q.ids) then
+    local all = redis.call('HGETALL', Q.dg)
+    for i = 1, #all, 2 do
+      local loc = redis.call('HGET', Q.ids, all[i + 1])
+      if not loc or loc == 'x' then redis.call('HDEL', Q.dg, all[i]) end
+    end
   end
 end
 
@@ -282,7 +311,8 @@ local function reap(Q, name, now, most)
   count(Q, 'd', -delayed)
   count(Q, 'b', -size)
   count(Q, 'drop', stored + delayed)
-  redis.call('DEL', Q.stream, Q.inflight, Q.rc, Q.delayed, Q.dbody, Q.ids, Q.outbox, Q.waiters)
+  redis.call('DEL', Q.stream, Q.inflight, Q.rc, Q.delayed, Q.dbody, Q.ids, Q.outbox, Q.waiters,
+    Q.dg)
   if redis.call('SREM', Q.reg, short_name(name)) == 1 then count(Q, 'q', -1) end
   redis.call('ZREM', Q.old, short_name(name))
   redis.call('ZREM', Q.due, name)
@@ -432,12 +462,33 @@ local function send_messages(Q, name, defaults, lazy, args, first)
   end
   local c = settings(Q, defaults, {'ret', 'dly', 'lim_n', 'lim_b', 'lim_mb', 'wq', 'bytes'})
   if c.wq == '0' then return {-5} end
-  local n = (#args - first + 1) / 5
+  -- 6 values a message: id, content type, content encoding, trace id, body, digest ('': none)
+  local all = (#args - first + 1) / 6
+  local copies, bases, digests = {}, {}, {}
+  for i = 0, all - 1 do
+    local base = first + 6 * i
+    local digest = args[base + 5]
+    local copy = digest ~= '' and (queued_copy(Q, digest) or digests[digest])
+    if copy then
+      copies[i + 1] = copy
+    else
+      copies[i + 1] = ''
+      bases[#bases + 1] = base
+      if digest ~= '' then digests[digest] = args[base] end
+    end
+  end
+  local n = #bases
+  local function reply(code, hint, visible, delayed)
+    local out = {code, now, hint, visible, delayed}
+    for i = 1, all do out[5 + i] = copies[i] end
+    return out
+  end
+  if n == 0 then return reply(1, -1, 0, 0) end
   local total = 0
   local lim_mb, lim_n, lim_b = limit(c.lim_mb), limit(c.lim_n), limit(c.lim_b)
-  for i = 0, n - 1 do
-    local size = #args[first + 5 * i + 4]
-    if lim_mb and size > lim_mb then return {-2, i + 1, size} end
+  for i, base in ipairs(bases) do
+    local size = #args[base + 4]
+    if lim_mb and size > lim_mb then return {-2, (base - first) / 6 + 1, size} end
     total = total + size
   end
   if lim_n then
@@ -450,8 +501,8 @@ local function send_messages(Q, name, defaults, lazy, args, first)
   local delay_ms = (tonumber(c.dly) or 0) * 1000
   local due = now + delay_ms
   local was_empty = delay_ms == 0 and redis.call('XLEN', Q.stream) == 0
-  for i = 0, n - 1 do
-    local base = first + 5 * i
+  local remembered = {}
+  for _, base in ipairs(bases) do
     local m = {args[base], args[base + 1], args[base + 2], args[base + 3], now, args[base + 4]}
     if delay_ms > 0 then
       redis.call('ZADD', Q.delayed, due, m[1])
@@ -460,7 +511,12 @@ local function send_messages(Q, name, defaults, lazy, args, first)
     else
       redis.call('HSET', Q.ids, m[1], stream_add(Q.stream, m))
     end
+    if args[base + 5] ~= '' then
+      remembered[#remembered + 1] = args[base + 5]
+      remembered[#remembered + 1] = m[1]
+    end
   end
+  remember_digests(Q, remembered)
   add_bytes(Q, total)
   count(Q, delay_ms > 0 and 'd' or 'n', n)
   count(Q, 'add', n)
@@ -472,8 +528,8 @@ local function send_messages(Q, name, defaults, lazy, args, first)
   local hint = schedule(Q, name, upkeep)
   if delay_ms > 0 then
     wake(Q.waiters, name, 0, due, now)
-    return {1, now, hint, 0, n}
+    return reply(1, hint, 0, n)
   end
   wake(Q.waiters, name, n, -1, now)
-  return {1, now, hint, n, 0}
+  return reply(1, hint, n, 0)
 end

@@ -7,7 +7,8 @@
 -- ARGV[1] the field (raw recipient key)  ARGV[2] the namespace's default settings (msgpack)
 -- ARGV[3] space-separated: milliseconds until a phone's notification (0: none), then config
 --   fields whose presence the reply reports (a connection's push services, its device token)
--- ARGV[4 .. 8] one message: id, content type, content encoding, trace id, body
+-- ARGV[4 .. 9] one message: id, content type, content encoding, trace id, body, digest ('':
+--   none; else a copy already queued with the same digest is not stored again)
 -- Returns {0}  no route; else {1, name, bits, <send.lua's reply>...}: bit i of `bits` says
 -- the field i + 1 is present, the bit after them that a notification was scheduled (its
 -- time is then in the send reply's hint when earlier, so one ZADD LT serves both).
@@ -31,7 +32,7 @@ for f in string.gmatch(ARGV[3], '%S+') do
     bit = bit * 2
   end
 end
-if r[1] == 1 and notify_ms > 0 then
+if r[1] == 1 and notify_ms > 0 and r[4] + r[5] > 0 then
   local at = note_queued(Q.cfg, Q.due, NOTE_MEMBER .. name, r[2] + notify_ms)
   if at > 0 then
     present = present + bit

@@ -28,7 +28,8 @@ count(Q, 'drop', stored + delayed)
 if redis.call('SREM', Q.reg, short_name(name)) == 1 then count(Q, 'q', -1) end
 redis.call('ZREM', Q.old, short_name(name))
 redis.call('ZREM', Q.due, name)
-redis.call('DEL', Q.stream, Q.inflight, Q.rc, Q.delayed, Q.dbody, Q.ids, Q.outbox, Q.waiters)
+redis.call('DEL', Q.stream, Q.inflight, Q.rc, Q.delayed, Q.dbody, Q.ids, Q.outbox, Q.waiters,
+  Q.dg)
 if ARGV[2] == '' then
   redis.call('DEL', Q.cfg)
 else

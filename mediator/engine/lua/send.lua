@@ -3,8 +3,10 @@
 -- ARGV[1] qualified queue name  ARGV[2] the namespace's default settings (msgpack map, or '')
 -- ARGV[3] '1': create a missing queue (lazy creation), with ARGV[4] = k config field/value
 --         pairs in ARGV[5 .. 4+2k]; '0': refuse a missing queue (ARGV[4] = 0)
--- then 5 values per message: id, content type, content encoding, trace id, body
--- Returns {1, now, hint, visible, delayed}  hint: the shard's new earliest due time, or -1
+-- then 6 values per message: id, content type, content encoding, trace id, body, digest
+--   (a digest other than '' skips the message when one with that digest is queued already)
+-- Returns {1, now, hint, visible, delayed, copy...}  hint: the shard's new earliest due time,
+--         or -1; a copy per message: '' when stored, else the queued message it duplicates
 --         {-1}             no such queue
 --         {-2, i, size}    message i (1-based) is over the message size limit
 --         {-3, count}      the message count limit would be passed (count = current)
