@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from mediator import tasks
 from mediator.cluster.drain import Drain
+from mediator.cluster.health import StorageWatch
 from mediator.cluster.presence import Presence
 from mediator.didcomm.identity import load_identity
 from mediator.didcomm.threads import ThreadBook
@@ -31,7 +32,7 @@ from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
 from mediator.notify.notifier import Notifier
-from mediator.ops import cluster_state
+from mediator.ops import cluster_state, redact
 from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
 from mediator.protocols.context import Services
@@ -40,6 +41,7 @@ from mediator.storage.clients import STORAGE_ERRORS, Backend
 from mediator.storage.durability import Durability
 from mediator.storage.target import Mode
 from mediator.transport import routes as didcomm_routes
+from mediator.transport.abuse import Limiter
 from mediator.transport.http import DidcommHttp
 from mediator.transport.inbound import Pipeline
 from mediator.transport.websocket import DidcommSocket
@@ -52,8 +54,12 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    if request.app.state.drain.draining:
+    drain: Drain = request.app.state.drain
+    if drain.draining:
         return JSONResponse({"status": "draining"}, status_code=503)
+    if drain.unavailable:  # pings unanswered for --storage-lost-seconds (cluster/health.py)
+        error = request.app.state.watch.error
+        return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
     try:
         await asyncio.wait_for(request.app.state.engine.redis.ping(), 2)
     except STORAGE_ERRORS as exc:  # TimeoutError is an OSError
@@ -73,7 +79,8 @@ async def metrics(request: Request) -> Response:
             await cluster_state.read(request.app.state.backend, partitions), partitions
         )
         answered = True
-    m.ready.set(1 if answered and not request.app.state.drain.draining else 0)
+    drain: Drain = request.app.state.drain
+    m.ready.set(1 if answered and not (drain.draining or drain.unavailable) else 0)
     return PlainTextResponse(m.render(), media_type="text/plain; version=0.0.4")
 
 
@@ -125,10 +132,14 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         hub.on("takeover", presence.on_takeover, presence.reset)
         await hub.start()
         await presence.start()
+        watch = StorageWatch(redis.ping, settings.storage_lost_seconds, drain.storage_changed)
+        watch.start()
+        app.state.watch = watch
         app.state.engine = engine
         app.state.backend = backend
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
         identity = await load_identity(redis, settings.key_seed)
+        redact.use_seed(identity.sigkey[:32])  # log hashes alike on every node
         mailbox = Mailbox(engine, settings, metrics_, routed=backend.mode is not Mode.CLUSTER)
         pusher = Pusher(redis, store, mailbox, settings, metrics_)
         notifier = Notifier(redis, mailbox, presence, settings, metrics_)
@@ -145,6 +156,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             pusher=pusher,
             presence=presence,
             notifier=notifier,
+            limiter=Limiter(engine.scripts, settings),
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None
@@ -185,6 +197,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                     log.error("the in-process worker had stopped", exc_info=worker_task.exception())
             await pusher.aclose()
             await notifier.aclose()
+            await watch.stop()
             await presence.stop()
             await hub.stop()
             await backend.aclose()

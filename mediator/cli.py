@@ -14,7 +14,16 @@ from typing import Any
 import click
 
 from mediator.errors import ConfigError, MediatorError
-from mediator.settings import Settings, env_name, settings_fields
+from mediator.settings import (
+    FILE_SUFFIX,
+    Settings,
+    env_name,
+    read_secret_files,
+    secret_fields,
+    settings_fields,
+)
+
+WS_FRAME_MARGIN = 64 * 1024  # a frame may carry an envelope of the largest size, as text
 
 
 def _settings_options(scope: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -27,10 +36,19 @@ def _settings_options(scope: str) -> Callable[[Callable[..., Any]], Callable[...
             kwargs: dict[str, Any] = {
                 "envvar": env_name(f.name),
                 "default": default,
-                "show_default": True,
+                "show_default": not f.metadata["secret"],
                 "show_envvar": True,
                 "help": f.metadata["help"],
             }
+            if f.metadata["secret"]:
+                func = click.option(
+                    flag + "-file",
+                    f.name + FILE_SUFFIX,
+                    envvar=env_name(f.name + FILE_SUFFIX),
+                    type=click.Path(dir_okay=False),
+                    show_envvar=True,
+                    help=f"A file holding --{f.name.replace('_', '-')} (a mounted secret).",
+                )(func)
             if f.type in (bool, "bool"):
                 name = f.name.replace("_", "-")
                 func = click.option(f"--{name}/--no-{name}", f.name, **kwargs)(func)
@@ -44,7 +62,16 @@ def _settings_options(scope: str) -> Callable[[Callable[..., Any]], Callable[...
 
 def _build(options: dict[str, Any]) -> Settings:
     names = {f.name for f in dataclasses.fields(Settings)}
-    return Settings(**{k: v for k, v in options.items() if k in names})
+    values = {k: v for k, v in options.items() if k in names}
+    files = {
+        f.name: options[f.name + FILE_SUFFIX]
+        for f in secret_fields()
+        if options.get(f.name + FILE_SUFFIX)
+    }
+    try:
+        return Settings(**read_secret_files(values, files))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -98,6 +125,10 @@ def serve(**options: Any) -> None:
                 ws_per_message_deflate=settings.websocket_compression,
                 ws_ping_interval=settings.websocket_ping_seconds,
                 ws_ping_timeout=settings.websocket_ping_seconds,
+                # A larger frame closes the socket (1009) before it is read into memory.
+                ws_max_size=settings.max_envelope_bytes + WS_FRAME_MARGIN,
+                # Client addresses come from X-Forwarded-For only through --trusted-proxies.
+                proxy_headers=False,
             )
         )
         app.state.server = server  # SIGTERM drains first, then stops it (mediator.cluster.drain)
@@ -226,6 +257,43 @@ def invitation(as_json: bool, **options: Any) -> None:
     click.echo(json.dumps(data, indent=2) if as_json else data["invitation_url"])
 
 
+@main.command()
+@click.argument("keys", nargs=-1, required=True)
+@_settings_options("invitation")
+def pseudonym(keys: tuple[str, ...], **options: Any) -> None:
+    """Print how the logs name each of KEYS (recipient verkeys or DIDs, as a wallet's user
+    gives them): logs show keys only as `key#` and a keyed hash, the same on every node of
+    a deployment. Needs the mediator's identity: --key-seed, or --redis-url where the nodes
+    keep it."""
+    settings = _build(options)
+    try:
+        seed = asyncio.run(_identity_seed(settings))
+    except (MediatorError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    from mediator.ops import redact
+
+    under = redact.derive(seed)
+    for key in keys:
+        click.echo(f"{key}\t{redact.pseudonym(key, under=under)}")
+
+
+async def _identity_seed(settings: Settings) -> bytes:
+    from mediator.didcomm.identity import from_seed_setting, load_identity
+    from mediator.storage.clients import Backend
+
+    if settings.key_seed:
+        return from_seed_setting(settings.key_seed).sigkey[:32]
+    if not settings.redis_url:
+        raise ConfigError("give --key-seed or --redis-url (where the nodes keep the identity)")
+    backend = Backend(settings.redis_url)
+    try:
+        await backend.start()
+        return (await load_identity(backend.client, "")).sigkey[:32]
+    finally:
+        await backend.aclose()
+
+
 async def _invitation(settings: Settings) -> dict[str, Any]:
     from mediator.didcomm.identity import from_seed_setting, load_identity
     from mediator.didcomm.invitation import invitation_urls, multi_use_id
@@ -262,8 +330,10 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
 
 
 async def _run_worker(settings: Settings) -> None:
+    from mediator.didcomm.identity import load_identity
     from mediator.engine import Engine, keys, layout
     from mediator.mediation.mailbox import defaults as mailbox_defaults
+    from mediator.ops import redact
     from mediator.ops.metrics import Metrics
     from mediator.storage.clients import Backend
     from mediator.storage.durability import Durability
@@ -275,6 +345,8 @@ async def _run_worker(settings: Settings) -> None:
     durability = Durability.from_settings(backend, settings)
     await durability.check()
     await layout.ensure(redis)
+    identity = await load_identity(redis, settings.key_seed)
+    redact.use_seed(identity.sigkey[:32])  # its log lines name connections as nodes do
     engine = Engine(
         redis,
         confirmed=durability,

@@ -14,8 +14,13 @@
     │   ├── MessageNotFound             (mqs 404)
     │   └── LimitExceeded               a queue limit refused a send (mqs 413)
     ├── RequestError                a malformed request (mqs 400, or `status` when set)
+    ├── RateLimited                 an abuse limit refused a request (429, Retry-After)
     ├── HoldLost                    another socket took this socket's recipient over: its
     │                               delivery stops (never answered: the socket goes on)
+    ├── OutboundError               an outbound call (a push, a provider) stopped by its limits
+    │   ├── OutboundRefused             its destination is denied: a peer named a loopback,
+    │   │                               private, link-local... address (a push is not retried)
+    │   └── AnswerTooLarge              its answer passed --outbound-max-response-bytes
     └── DidcommError                a DIDComm message could not be honoured
         ├── EnvelopeError               not a readable envelope for us (HTTP 400, nothing
         │                               can be decrypted, so no problem-report)
@@ -56,6 +61,23 @@ class QueueError(MediatorError):
 
 class HoldLost(MediatorError):
     """A live socket's receive found its recipient held by another socket."""
+
+
+class OutboundError(MediatorError):
+    pass
+
+
+class OutboundRefused(OutboundError):
+    """A destination a peer named resolves to an address outbound calls may not reach."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(f"{host}: {reason}")
+        self.host = host
+        self.reason = reason
+
+
+class AnswerTooLarge(OutboundError):
+    """The answer's body passed the cap: the connection was dropped."""
 
 
 class QueueNotFound(QueueError):
@@ -102,6 +124,15 @@ class RequestError(MediatorError):
         self.status = status
 
 
+class RateLimited(MediatorError):
+    """An abuse limit refused a request; `retry_after`: whole seconds until it may succeed."""
+
+    def __init__(self, reason: str, retry_after: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = max(1, retry_after)
+
+
 class DidcommError(MediatorError):
     pass
 
@@ -130,8 +161,16 @@ class ProblemReport(DidcommError):
     answers with that status and a JSON body, so a sender learns it even when anonymous.
     """
 
-    def __init__(self, code: str, description: str, *, status: int | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        description: str,
+        *,
+        status: int | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(description)
         self.code = code
         self.description = description
         self.status = status
+        self.retry_after = retry_after  # seconds (a 429's Retry-After)

@@ -15,6 +15,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from mediator.errors import ConfigError
 
@@ -26,8 +27,16 @@ def _default_data_dir() -> str:
     return str(Path(base) / "mediator")
 
 
-def _opt(help_text: str, *, scope: str = "all", **extra: Any) -> Any:
-    return {"help": help_text, "scope": scope, **extra}
+def _opt(help_text: str, *, scope: str = "all", secret: bool = False, **extra: Any) -> Any:
+    """A field's metadata. A `secret` one is never shown (no default in --help) and may be
+    read from a file instead: `--<name>-file` / `MEDIATOR_<NAME>_FILE`, as container
+    platforms mount secrets."""
+    if secret:
+        help_text += f" Secret: better given as a file ({SECRET_FILE_HINT})."
+    return {"help": help_text, "scope": scope, "secret": secret, **extra}
+
+
+SECRET_FILE_HINT = "--…-file or MEDIATOR_…_FILE"
 
 
 @dataclass(frozen=True)
@@ -38,11 +47,21 @@ class Settings:
     port: int = field(default=8080, metadata=_opt("TCP port to listen on.", scope="serve"))
     redis_url: str = field(
         default="",
+        repr=False,
         metadata=_opt(
             "Redis URL: redis://host:port/db (rediss:// for TLS), "
             "redis+sentinel://host:26379,host2:26379/<service>[/db] for Sentinel, or "
             "redis+cluster://host:6379,host2:6379 for Redis Cluster. Empty: `serve` starts "
             "a private embedded server with its data in --data-dir; `worker` needs one."
+        ),
+    )
+    redis_password: str = field(
+        default="",
+        repr=False,
+        metadata=_opt(
+            "The Redis servers' password (Sentinel and Cluster: the data servers'), in place "
+            "of one in --redis-url.",
+            secret=True,
         ),
     )
     wait_replicas: int = field(
@@ -94,10 +113,12 @@ class Settings:
     )
     api_tokens: str = field(
         default="",
+        repr=False,
         metadata=_opt(
             "Comma-separated bearer tokens accepted by the mqs API. Empty: mqs is served "
             "on a loopback address only.",
             scope="serve",
+            secret=True,
         ),
     )
     node_id: str = field(
@@ -199,9 +220,11 @@ class Settings:
     label: str = field(default="Mediator", metadata=_opt("Name shown to agents in invitations."))
     key_seed: str = field(
         default="",
+        repr=False,
         metadata=_opt(
             "32-byte seed (64 hex characters) of the mediator's Ed25519 key. Empty: a seed is "
             "made once and kept in Redis, so every node shares the key.",
+            secret=True,
         ),
     )
     invitation_multi_use: bool = field(
@@ -244,6 +267,84 @@ class Settings:
     max_envelope_bytes: int = field(
         default=2 * 1024 * 1024,
         metadata=_opt("Largest DIDComm envelope accepted over HTTP or WebSocket.", scope="serve"),
+    )
+    # ---------------------------------------------------------------- abuse limits
+    trusted_proxies: str = field(
+        default="",
+        metadata=_opt(
+            "Comma-separated networks (CIDR) of the proxies in front of the nodes: only a "
+            "request from one of them has its client address taken from X-Forwarded-For "
+            "(the nearest address not itself a trusted proxy). Empty: the peer's address.",
+            scope="serve",
+        ),
+    )
+    limit_exempt_networks: str = field(
+        default="127.0.0.0/8,::1/128",
+        metadata=_opt(
+            "Comma-separated networks (CIDR) whose client addresses no per-address limit "
+            "applies to (loopback by default: a local agent, the tests). `none`: no "
+            "exemption.",
+            scope="serve",
+        ),
+    )
+    limit_handshakes_per_minute: int = field(
+        default=60,
+        metadata=_opt(
+            "Handshake requests (DID Exchange, connections) one client address may make per "
+            "minute, across the cluster; more are answered 429 with Retry-After (0: no "
+            "limit). Many phones may share an address behind a carrier's NAT.",
+            scope="serve",
+        ),
+    )
+    limit_connections_per_minute: int = field(
+        default=30,
+        metadata=_opt(
+            "New connections (handshakes that succeeded, not yet granted mediation) one "
+            "client address may make per minute, across the cluster (0: no limit).",
+            scope="serve",
+        ),
+    )
+    limit_forwards_per_second: int = field(
+        default=100,
+        metadata=_opt(
+            "Forwards one recipient connection accepts per second, across the cluster, so a "
+            "flood against one wallet cannot starve the others; more are answered 429 with "
+            "Retry-After (0: no limit). Counted in the forward's own script call.",
+        ),
+    )
+    limit_sender_bytes_per_minute: int = field(
+        default=64 * 1024 * 1024,
+        metadata=_opt(
+            "Bytes of forwarded messages one sender may have queued per minute, across the "
+            "cluster: the sender is its connection when it authcrypts the forward, else its "
+            "client address (0: no limit).",
+            scope="serve",
+        ),
+    )
+    websocket_messages_per_second: int = field(
+        default=200,
+        metadata=_opt(
+            "Messages one WebSocket may send per second: more are refused with a "
+            "`rate-limited` frame, and a socket sending four times as many is closed (1008). "
+            "0: no limit.",
+            scope="serve",
+        ),
+    )
+    websocket_sockets_per_address: int = field(
+        default=200,
+        metadata=_opt(
+            "WebSockets one client address may hold open on one node: more are closed at "
+            "once (1008). 0: no limit.",
+            scope="serve",
+        ),
+    )
+    websocket_handshake_seconds: float = field(
+        default=30.0,
+        metadata=_opt(
+            "A WebSocket that has not sent one valid DIDComm message this long after it "
+            "opened is closed (1008). 0: never.",
+            scope="serve",
+        ),
     )
     delivery_timeout_seconds: int = field(
         default=30,
@@ -303,6 +404,44 @@ class Settings:
         metadata=_opt(
             "A PEM bundle of extra certificate authorities trusted by outbound TLS calls "
             "(pushes to agents, notification providers, the webhook), besides the system's."
+        ),
+    )
+    outbound_allow: str = field(
+        default="",
+        metadata=_opt(
+            "Comma-separated networks (CIDRs or addresses) and host names (`agent.internal`, "
+            "`*.svc.cluster.local`) that pushes may reach although they are loopback, private, "
+            "link-local, CGNAT or otherwise not public: pushes go to endpoints peers name, and "
+            "only there by default. Cloud metadata addresses open only when named exactly. "
+            "Operator-configured URLs (providers, the webhook) need no entry (docs/didcomm.md)."
+        ),
+    )
+    outbound_dns_server: str = field(
+        default="",
+        metadata=_opt(
+            "The DNS server (`address` or `address:port`, `[v6]:port`) that outbound calls "
+            "resolve names with, over UDP. Empty: the system resolver."
+        ),
+    )
+    outbound_connect_timeout_seconds: float = field(
+        default=5.0,
+        metadata=_opt(
+            "How long an outbound call may take to resolve its host and connect (the whole "
+            "call: --push-timeout-seconds)."
+        ),
+    )
+    outbound_max_response_bytes: int = field(
+        default=64 * 1024,
+        metadata=_opt(
+            "Most bytes of an answer's body an outbound call reads (a push's endpoint, a "
+            "provider); past that the connection is dropped and the call has failed."
+        ),
+    )
+    outbound_per_destination: int = field(
+        default=64,
+        metadata=_opt(
+            "Most outbound calls in flight at once to one host and port from one process; "
+            "more wait their turn within their timeout."
         ),
     )
     notify_delay_seconds: float = field(
@@ -375,7 +514,10 @@ class Settings:
     )
     notify_webhook_secret: str = field(
         default="",
-        metadata=_opt("The HMAC-SHA256 key of the webhook's X-Mediator-Signature header."),
+        repr=False,
+        metadata=_opt(
+            "The HMAC-SHA256 key of the webhook's X-Mediator-Signature header.", secret=True
+        ),
     )
     push_apps_file: str = field(
         default="",
@@ -390,6 +532,16 @@ class Settings:
             "On SIGTERM, how long the node takes to close its WebSockets (code 1012, a few at "
             "a time) and finish its requests before it exits; /readyz answers 503 meanwhile. "
             "Keep it under Kubernetes' terminationGracePeriodSeconds.",
+            scope="serve",
+        ),
+    )
+    storage_lost_seconds: float = field(
+        default=5.0,
+        metadata=_opt(
+            "How long Redis may leave this node's pings (one a second) unanswered before the "
+            "node counts it lost: /readyz and storage requests answer 503 and its WebSockets "
+            "are closed with 1013 so that wallets reconnect to a node that reaches Redis, "
+            "until a ping is answered again.",
             scope="serve",
         ),
     )
@@ -458,8 +610,9 @@ class Settings:
         default=600,
         metadata=_opt(
             "How long a connection's per-thread sender orders (RFC 0008) are kept after its "
-            "last message. Every request opens a thread (about 60 bytes), so a wallet polling "
-            "every 5 s holds about 120 threads (7 KB) with the default.",
+            "last message (up to twice as long: they are forgotten a generation at a time). "
+            "Every request opens a thread (about 60 bytes), so a wallet polling every 5 s "
+            "holds 120 to 240 threads (7 to 14 KB) with the default, however long it polls.",
         ),
     )
     queue_message_count_limit: int = field(
@@ -498,6 +651,17 @@ class Settings:
     )
 
     # ------------------------------------------------------------------ helpers
+
+    def __post_init__(self) -> None:
+        if self.key_seed:
+            _check_seed(self.key_seed)
+        if self.redis_password:
+            if not self.redis_url:
+                raise ConfigError(
+                    "a Redis password needs --redis-url (the embedded server has none)"
+                )
+            url = url_with_password(self.redis_url, self.redis_password)
+            object.__setattr__(self, "redis_url", url)
 
     @functools.cached_property
     def tokens(self) -> frozenset[str]:
@@ -542,11 +706,15 @@ class Settings:
         tools that take no settings flags of their own (the capacity jobs)."""
         environ = dict(os.environ) if environ is None else environ
         values: dict[str, Any] = {}
+        files: dict[str, str] = {}
         for f in dataclasses.fields(cls):
             raw = environ.get(env_name(f.name))
             if raw is not None:
                 values[f.name] = _convert(f.name, str(f.type), raw)
-        return cls(**values)
+            path = environ.get(env_name(f.name + FILE_SUFFIX))
+            if f.metadata["secret"] and path:
+                files[f.name] = path
+        return cls(**read_secret_files(values, files))
 
 
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
@@ -576,3 +744,67 @@ def env_name(field_name: str) -> str:
 def settings_fields(scope: str) -> list[dataclasses.Field[Any]]:
     """The fields a command offers: shared ones and those of its own scope."""
     return [f for f in dataclasses.fields(Settings) if f.metadata["scope"] in ("all", scope)]
+
+
+# ------------------------------------------------------------------ secrets
+
+FILE_SUFFIX = "_file"
+
+
+def secret_fields() -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(Settings) if f.metadata["secret"]]
+
+
+def read_secret_files(values: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    """`values` with each secret that `files` names (field -> path) read from its file:
+    the whole file, without the line break editors and `echo` leave at its end."""
+    out = dict(values)
+    for name, path in files.items():
+        if values.get(name):
+            raise ConfigError(
+                f"{env_name(name)} and {env_name(name + FILE_SUFFIX)} are both given: use one"
+            )
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {env_name(name + FILE_SUFFIX)}: {exc}") from None
+        text = text.removesuffix("\n").removesuffix("\r")
+        if not text.strip():
+            raise ConfigError(f"{env_name(name + FILE_SUFFIX)} names an empty file ({path})")
+        out[name] = text
+    return out
+
+
+def url_with_password(url: str, password: str) -> str:
+    """`url` authenticating with `password` (replacing any the URL has; its user kept)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ConfigError("a Redis password needs a Redis URL: redis://host:port/db")
+    if scheme.lower() == "unix":
+        path, _, query = rest.partition("?")
+        params = [p for p in query.split("&") if p and not p.startswith("password=")]
+        params.append("password=" + quote(password, safe=""))
+        return f"{scheme}://{path}?{'&'.join(params)}"
+    netloc, slash, tail = rest.partition("/")
+    user = ""
+    if "@" in netloc:
+        creds, _, netloc = netloc.rpartition("@")
+        user = creds.partition(":")[0]
+    return f"{scheme}://{user}:{quote(password, safe='')}@{netloc}{slash}{tail}"
+
+
+def _check_seed(seed: str) -> None:
+    """A seed must be all the key's entropy: 32 bytes, never a short or guessable text."""
+    try:
+        raw = bytes.fromhex(seed)
+    except ValueError:
+        raise ConfigError(
+            "--key-seed must be 64 hexadecimal characters (32 random bytes: `openssl rand -hex 32`)"
+        ) from None
+    if len(raw) != 32:
+        raise ConfigError(
+            f"--key-seed is {len(raw)} bytes: it must be 32 (64 hexadecimal characters; "
+            "`openssl rand -hex 32`)"
+        )
+    if len(set(raw)) < 8:
+        raise ConfigError("--key-seed is not random (too few distinct bytes): make a new one")

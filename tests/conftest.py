@@ -9,7 +9,7 @@ import pytest
 from mediator.engine import Engine, keys
 from mediator.storage.clients import Backend, RedisClient
 from tests.didcomm_peer import Peer
-from tests.servers import Node, RedisUnderTest
+from tests.servers import DIDCOMM_SUITES_ENV, Node, RedisUnderTest
 
 # The local push providers (FCM, APNs, a webhook) as fixtures for every test module.
 pytest_plugins = ["tests.providers.fixtures"]
@@ -77,16 +77,7 @@ def node_b(redis_url: str) -> Iterator[Node]:
 def dc_node(redis_url: str) -> Iterator[Node]:
     """A node for the DIDComm suites: short delivery deadline and implicit-pickup grace, so
     re-offers and drains happen within a test; plaintext allowed for the plaintext tests."""
-    node = Node(
-        redis_url,
-        MEDIATOR_DELIVERY_TIMEOUT_SECONDS="2",
-        MEDIATOR_IMPLICIT_PICKUP_DELAY_SECONDS="0.3",
-        MEDIATOR_WORKER_TICK_SECONDS="0.2",
-        MEDIATOR_ALLOW_PLAINTEXT="true",
-        MEDIATOR_PUSH_RETRY_MIN_SECONDS="0.2",
-        MEDIATOR_PUSH_RETRY_MAX_SECONDS="0.5",
-        MEDIATOR_PUSH_TIMEOUT_SECONDS="2",
-    )
+    node = Node(redis_url, **DIDCOMM_SUITES_ENV)
     node.start()
     yield node
     node.stop()

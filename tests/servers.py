@@ -173,6 +173,19 @@ class MediatorProcess:
         return Path(self.log.name).read_text()
 
 
+# The DIDComm suites' node (conftest's dc_node): short delivery deadline and implicit-pickup
+# grace, so re-offers and drains happen within a test; plaintext allowed; quick push retries.
+DIDCOMM_SUITES_ENV = {
+    "MEDIATOR_DELIVERY_TIMEOUT_SECONDS": "2",
+    "MEDIATOR_IMPLICIT_PICKUP_DELAY_SECONDS": "0.3",
+    "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
+    "MEDIATOR_ALLOW_PLAINTEXT": "true",
+    "MEDIATOR_PUSH_RETRY_MIN_SECONDS": "0.2",
+    "MEDIATOR_PUSH_RETRY_MAX_SECONDS": "0.5",
+    "MEDIATOR_PUSH_TIMEOUT_SECONDS": "2",
+}
+
+
 class Node(MediatorProcess):
     """One `mediator serve` process on a free loopback port."""
 

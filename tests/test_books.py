@@ -1035,6 +1035,7 @@ async def test_books_match_a_recount_after_an_unmediated_connection_expires(
         books_url,
         MEDIATOR_UNMEDIATED_CONNECTION_SECONDS="2",
         MEDIATOR_AUDIT_QUEUES_PER_SECOND="50000",
+        MEDIATOR_OUTBOUND_ALLOW="127.0.0.1",  # the agent's endpoint is on loopback
         MEDIATOR_PUSH_RETRY_MIN_SECONDS="0.2",
         MEDIATOR_PUSH_RETRY_MAX_SECONDS="0.5",
         MEDIATOR_PUSH_TIMEOUT_SECONDS="2",

@@ -507,3 +507,24 @@ async def test_a_shorter_retention_is_applied_by_the_next_upkeep(
     await engine.upkeep(ref.qualified)  # what the worker holding the shard runs
     stats = await engine.stats(ref)
     assert (stats.stored, stats.bytes, stats.last_removed_ms) == (0, 0, None)
+
+
+async def test_threads_no_longer_used_are_forgotten_while_the_connection_stays_active(
+    engine: Engine, redis_client: Redis
+) -> None:
+    """Every request opens a thread: a wallet polling for hours must not pile up thread
+    state. Orders of a thread still in use carry over a generation's turn."""
+    threads = keys.connection_keys(f"threads-{random.random()}").threads
+
+    async def order(thid: str, theirs: int = 0) -> list[int]:
+        r = await engine.scripts.call("thread_order", [threads], [thid, theirs, 1])
+        return [int(v) for v in r]
+
+    assert await order("kept", 3) == [0, 3]
+    for second in range(4):  # 4 generations of a 1 s time to live
+        for i in range(20):
+            await order(f"poll-{second}-{i}")
+        assert await order("kept") == [second + 1, 3]  # ours counts on, theirs is kept
+        await asyncio.sleep(1.05)
+    fields = await redis_client.hlen(threads) + await redis_client.hlen(threads + ":o")
+    assert fields <= 2 * (2 * 21 + 1)  # two generations at most, not all 80 polls

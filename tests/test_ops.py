@@ -491,7 +491,10 @@ def test_help_shows_every_flag_with_its_env_var_and_default(command: str):
         block = text[start:end]
         assert f"env var: {env_name(f.name)}" in block, (flag, block)
         default = getattr(Settings(), f.name)
-        if isinstance(default, bool):
+        if f.metadata["secret"]:  # never shown; a file may hold it instead
+            assert "default:" not in block and f"{flag}-file" in block, (flag, block)
+            assert f"env var: {env_name(f.name)}_FILE" in block, (flag, block)
+        elif isinstance(default, bool):
             assert f"default: {flag[2:] if default else 'no-' + flag[2:]}" in block, block
         else:
             assert f"default: {_default_text(default)}" in block, (flag, block)

@@ -1,10 +1,14 @@
 """Push delivery to recipients that have an endpoint (as ACA-Py does): a real HTTP endpoint
-served by uvicorn in the test, a real node, real Redis."""
+served by uvicorn in the test, a real node, real Redis.
+
+The endpoints are on loopback, which pushes reach only through the allowlist
+(`MEDIATOR_OUTBOUND_ALLOW`), so this module's nodes have it, and a database of their own
+(15): a node without it (another module's) would refuse their retries."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -19,7 +23,34 @@ from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
 from tests.didcomm_peer import Peer
 from tests.local_server import LocalServer
-from tests.servers import Node
+from tests.servers import DIDCOMM_SUITES_ENV, Node, RedisUnderTest
+
+ALLOW_LOOPBACK = {"MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8"}
+
+
+def database_15(server: RedisUnderTest) -> str:
+    if server.topology == "cluster":
+        return server.isolated_url()  # database 0 only: a cluster of its own
+    if server.topology == "standalone":
+        return server.url.rsplit("/", 1)[0] + "/15"
+    return server.url + "/15"
+
+
+@pytest.fixture(scope="module")
+def dc_node(redis_server: RedisUnderTest) -> Iterator[Node]:
+    """conftest's dc_node, with loopback endpoints allowed, on database 15."""
+    node = Node(database_15(redis_server), **DIDCOMM_SUITES_ENV, **ALLOW_LOOPBACK)
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+async def med(dc_node: Node) -> str:
+    """This module's mediator's verkey (conftest's is for its dc_node)."""
+    from tests.didcomm_peer import mediator_key
+
+    return await mediator_key(dc_node.base)
 
 
 class Endpoint(LocalServer):
@@ -198,11 +229,12 @@ def _bodies(delivery: dict[str, Any]) -> list[bytes]:
 
 
 async def test_a_push_another_node_began_is_retried_by_a_worker_after_it_dies(
-    dc_node: Node, med: str, endpoint: Endpoint, redis_url: str
+    dc_node: Node, med: str, endpoint: Endpoint
 ) -> None:
     """Node X (no worker) fails to push and dies; the worker of another node retries."""
     x = Node(
-        redis_url,
+        dc_node.env["MEDIATOR_REDIS_URL"],
+        **ALLOW_LOOPBACK,
         MEDIATOR_IN_PROCESS_WORKER="false",
         MEDIATOR_PUSH_RETRY_MIN_SECONDS="0.5",
         MEDIATOR_PUSH_RETRY_MAX_SECONDS="1",

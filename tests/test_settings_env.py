@@ -10,7 +10,7 @@ from mediator.settings import Settings
 
 
 def test_variables_give_the_settings_a_node_would_have() -> None:
-    seed = "ab" * 32
+    seed = "ab9c1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f"
     settings = Settings.from_environment(
         {
             "MEDIATOR_KEY_SEED": seed,

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
 
 from mediator.didcomm.envelope import b64url_decode
 from mediator.didcomm.keys import (
@@ -143,7 +146,20 @@ def _endpoint(value: Any) -> str:
         value = value.get("uri")
     if not isinstance(value, str) or not value or len(value) > _MAX_TEXT:
         raise DidError("a service needs a serviceEndpoint string")
+    if value.startswith(PUSH_SCHEMES) and not _is_url(value):
+        raise DidError(f"serviceEndpoint {value[:80]!r} is not a URL we can send to")
     return value
+
+
+def _is_url(value: str) -> bool:
+    """Whether an HTTP(S) or WS(S) endpoint parses as the push clients will parse it."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+        httpx.URL(value)
+    except (ValueError, httpx.InvalidURL):
+        return False
+    return bool(parts.hostname)
 
 
 def parse_doc(doc: Any, did: str | None = None) -> PeerDoc:

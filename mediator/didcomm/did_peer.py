@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import base58
@@ -52,6 +53,15 @@ _SERVICE_WORDS = {"t": "type", "s": "serviceEndpoint", "r": "routingKeys", "a": 
 _SERVICE_TYPES = {"dm": "DIDCommMessaging"}
 
 
+def load_json(data: bytes | str, what: str) -> Any:
+    """JSON a peer sent inside a DID or an attachment: DidError for anything unreadable,
+    nesting deeper than the parser's recursion limit included."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise DidError(f"{what} is not JSON ({type(exc).__name__})") from exc
+
+
 def numalgo(did: str) -> int | None:
     """1, 2 or 4 for a did:peer of that kind, None when `did` is no did:peer."""
     if not did.startswith(PEER) or len(did) <= len(PEER):
@@ -78,14 +88,23 @@ def check_numalgo1(did: str, doc_bytes: bytes, doc: dict[str, Any]) -> None:
     or of the document without its `id` as compact JSON (the forms agents write)."""
     if not did.startswith(PEER + "1zQm"):
         raise DidError(f"{did[:60]!r} is not a did:peer:1")
-    stored = {k: v for k, v in doc.items() if k != "id"}
-    candidates = (
-        doc_bytes,
-        json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode(),  # Credo's
-        json.dumps(stored, separators=(",", ":")).encode(),
-    )
-    if not any(did[len(PEER) + 1 :] == _hash(c) for c in candidates):
+    if not isinstance(doc, dict):
+        raise DidError("a did:peer:1 genesis document must be a JSON object")
+    if not any(did[len(PEER) + 1 :] == _hash(c) for c in _genesis_forms(doc_bytes, doc)):
         raise DidError(f"{did[:60]!r} is not the hash of the attached DID document")
+
+
+def _genesis_forms(doc_bytes: bytes, doc: dict[str, Any]) -> Iterator[bytes]:
+    """The bytes a did:peer:1 may hash: the attachment's own, then the document without its
+    `id` as compact JSON, written as Credo does and ASCII-only. A form that cannot be
+    written (a lone surrogate in a string) is no candidate."""
+    yield doc_bytes
+    stored = {k: v for k, v in doc.items() if k != "id"}
+    for ascii_only in (False, True):
+        try:
+            yield json.dumps(stored, separators=(",", ":"), ensure_ascii=ascii_only).encode()
+        except (ValueError, RecursionError):
+            continue
 
 
 def _key_method(did: str, index: int, multibase: str) -> dict[str, Any]:
@@ -131,9 +150,10 @@ def resolve_numalgo2(did: str) -> dict[str, Any]:
             doc.setdefault(_PURPOSES[purpose], []).append(method["id"])
         elif purpose == "S":
             try:
-                decoded = json.loads(b64url_decode(value, "a did:peer:2 service"))
-            except (EnvelopeError, ValueError) as exc:
+                encoded = b64url_decode(value, "a did:peer:2 service")
+            except EnvelopeError as exc:
                 raise DidError(f"a did:peer:2 service is not base64url JSON: {exc}") from exc
+            decoded = load_json(encoded, "a did:peer:2 service")
             for entry in decoded if isinstance(decoded, list) else [decoded]:
                 if not isinstance(entry, dict):
                     raise DidError("a did:peer:2 service must be a JSON object")
@@ -163,10 +183,7 @@ def resolve_numalgo4(did: str) -> dict[str, Any]:
     raw = _b58_document(encoded[1:]) if encoded.startswith("z") else b""
     if not raw.startswith(_MULTICODEC_JSON):
         raise DidError("the did:peer:4 document is not multicodec JSON")
-    try:
-        doc = json.loads(raw[len(_MULTICODEC_JSON) :])
-    except ValueError as exc:
-        raise DidError("the did:peer:4 document is not JSON") from exc
+    doc = load_json(raw[len(_MULTICODEC_JSON) :], "the did:peer:4 document")
     if not isinstance(doc, dict):
         raise DidError("the did:peer:4 document must be a JSON object")
     doc["id"] = did

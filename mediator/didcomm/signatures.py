@@ -94,8 +94,8 @@ def verify_attachment(data: Any) -> tuple[bytes, set[str]]:
         try:
             protected = json.loads(b64url_decode(entry["protected"], "jws.protected"))
             signature = b64url_decode(entry.get("signature"), "jws.signature")
-        except (EnvelopeError, ValueError) as exc:
-            raise DidError(f"the JWS is malformed: {exc}") from exc
+        except (EnvelopeError, ValueError, RecursionError) as exc:
+            raise DidError(f"the JWS is malformed: {type(exc).__name__} {exc}"[:300]) from exc
         if not isinstance(protected, dict) or protected.get("alg") != "EdDSA":
             raise DidError("the JWS must be EdDSA")
         signer = _jws_signer(entry.get("header"), protected)
@@ -134,7 +134,7 @@ def verify_connection(sig: Any) -> tuple[dict[str, Any], str]:
     _verify(signer, sig_data, signature)
     try:
         data = json.loads(sig_data[8:])
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise DidError("the signed connection is not JSON") from exc
     if not isinstance(data, dict):
         raise DidError("the signed connection must be a JSON object")

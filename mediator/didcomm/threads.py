@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import OutOfMemoryError
+
 from mediator.didcomm.message import Message
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
@@ -42,7 +44,11 @@ class ThreadBook:
     async def reply_thread(self, connection: str, inbound: Message) -> dict[str, Any]:
         """The `~thread` of our next message on the inbound message's thread."""
         order = self.order(connection, inbound)
-        ours, highest = await self.scripts.call("thread_order", [order.key], list(order.args))
+        try:
+            ours, highest = await self.scripts.call("thread_order", [order.key], list(order.args))
+        except OutOfMemoryError:  # Redis is full: a reply (a pickup's, which frees memory)
+            # still goes out, with orders that are not remembered
+            return self.thread(connection, inbound, 0, inbound.thread.sender_order)
         return self.thread(connection, inbound, int(ours), int(highest))
 
     @staticmethod

@@ -11,6 +11,7 @@ the mqs listing, and the workers' hints of when a shard is next due.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ from mediator.errors import (
     QueueExists,
     QueueInUse,
     QueueNotFound,
+    RateLimited,
     ReplicationShortfall,
 )
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
@@ -242,13 +244,15 @@ class Engine(RecipientQueues):
         *,
         create_with: QueueConfig | None = None,
         confirm: bool = True,
+        per_second: int = 0,
     ) -> SendResult:
         """Store messages atomically (all or none). `create_with` creates a missing queue;
         `confirm` waits for the replicas or fsyncs the settings ask for (ReplicationShortfall
-        when they fall short: the messages are stored all the same)."""
+        when they fall short: the messages are stored all the same); `per_second` > 0: the
+        most messages the queue takes in a second (RateLimited beyond)."""
         qk = keys.queue_keys(ref.qualified)
         ids = [new_message_id(ref.qualified) for _ in messages]
-        args: list[Any] = [ref.qualified, self.packed_defaults(ref.namespace)]
+        args: list[Any] = [ref.qualified, self.packed_defaults(ref.namespace), per_second]
         if create_with is None:
             args += ["0", 0]
         else:
@@ -271,6 +275,7 @@ class Engine(RecipientQueues):
         report_fields: tuple[str, ...] = (),
         notify_ms: int = 0,
         confirm: bool = True,
+        per_second: int = 0,
     ) -> tuple[str, tuple[bool, ...], bool, SendResult] | None:
         """Store one message in the DIDComm queue that hash field `field` of `bucket` names,
         in one script call: (queue name, whether its config has each of `report_fields`,
@@ -282,7 +287,7 @@ class Engine(RecipientQueues):
         args: list[Any] = [
             field,
             self.packed_defaults(namespace),
-            " ".join((str(notify_ms), *report_fields)),
+            " ".join((str(per_second), str(notify_ms), *report_fields)),
             mid,
             message.content_type,
             message.content_encoding,
@@ -312,6 +317,11 @@ class Engine(RecipientQueues):
             raise LimitExceeded(text.format(*(int(v) for v in r[1:])), kind)
         if code == -5:
             raise LimitExceeded("the queue does not accept messages", "will_queue")
+        if code == -6:
+            raise RateLimited(
+                "the recipient is receiving too many messages: try again later",
+                retry_after=math.ceil(int(r[1]) / 1000),
+            )
         hint = int(r[2])
         if hint >= 0:
             await self._hint(shard if shard >= 0 else keys.shard_of(ref.qualified), hint)

@@ -293,6 +293,12 @@ def our_key_pending(verkey: str) -> str:
     return f"d:o:{verkey}"
 
 
+def rate_window(kind: str, subject: str) -> str:
+    """String: what `subject` (a client address, a sender) used of limit `kind` in the
+    current window (mediator/transport/abuse.py); expires with the window."""
+    return f"rl:{{{kind}:{subject}}}"
+
+
 def mediator_identity() -> str:
     """Hash holding the mediator's key seed, written once (HSETNX) and shared by all nodes."""
     return "d:identity"

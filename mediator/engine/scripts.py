@@ -50,6 +50,7 @@ NAMES = (
     "adopt",
     "acknowledge",
     "notify",
+    "rate",
 )
 
 

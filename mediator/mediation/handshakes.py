@@ -22,7 +22,7 @@ from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
 from mediator.mediation import record as rec
-from mediator.mediation.keymaps import raw_key
+from mediator.mediation.keymaps import is_verkey, raw_key
 from mediator.mediation.record import COMPLETED, RESPONDED
 from mediator.settings import Settings
 from mediator.storage.clients import RedisClient
@@ -107,7 +107,9 @@ class HandshakeBook:
         await self.redis.delete(keys.our_key_pending(ours))
 
     async def peers_of(self, ours: list[str]) -> dict[str, str]:
-        """Which connections (peer verkeys) our keys `ours` belong to, where known."""
+        """Which connections (peer verkeys) our keys `ours` belong to, where known. Envelope
+        `kid`s arrive as written: one that is no base58 verkey is nobody's key."""
+        ours = [k for k in ours if is_verkey(k)]
         if not ours:
             return {}
         pipe = self.redis.pipeline(transaction=False)  # the keys span cluster slots

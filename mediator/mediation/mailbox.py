@@ -106,7 +106,7 @@ class Mailbox:
         """Queue one of our own messages (no `confirm`: replies do not wait for the
         replicas or fsyncs the settings ask of a sender's forward)."""
         message = SendMessage(body=envelope, content_type="", trace_id=recipient_key)
-        return (await self._send(connection, message, confirm)).message_id
+        return (await self._send(connection, message, confirm, limited=False)).message_id
 
     async def enqueue_forwarded(
         self, connection: str, envelope: bytes, recipient_key: str, digest: bytes
@@ -116,10 +116,20 @@ class Mailbox:
         message = SendMessage(body=envelope, content_type="", trace_id=recipient_key, digest=digest)
         return await self._send(connection, message, True)
 
-    async def _send(self, connection: str, message: SendMessage, confirm: bool) -> Forwarded:
+    async def _send(
+        self, connection: str, message: SendMessage, confirm: bool, *, limited: bool = True
+    ) -> Forwarded:
+        """`limited`: a sender's forward, held to --limit-forwards-per-second (our own
+        replies are not)."""
         ref = queue_of(connection)
         # The queue was made at the grant; it is made again here should it be gone.
-        result = await self.engine.send(ref, [message], create_with=self.defaults, confirm=confirm)
+        result = await self.engine.send(
+            ref,
+            [message],
+            create_with=self.defaults,
+            confirm=confirm,
+            per_second=self.settings.limit_forwards_per_second if limited else 0,
+        )
         duplicate = self._duplicate(result)
         return Forwarded(connection, result.message_ids[0], None, duplicate=duplicate)
 
@@ -152,6 +162,7 @@ class Mailbox:
                 message,
                 report_fields=(rec.SERVICES, rec.DEVICE_TOKEN),
                 notify_ms=notify_ms,
+                per_second=self.settings.limit_forwards_per_second,
             )
             if done is None:
                 return None

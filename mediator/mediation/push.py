@@ -9,14 +9,22 @@ exponential backoff in its shard's schedule (`@push:<connection>`); the upkeep w
 holding that shard retries it.
 Before a push starts, the schedule is set to a guard time past the delivery deadline, so
 a node that dies mid-push leaves the retry to a worker.
+
+Endpoints are calls to destinations a peer named (mediator.outbound): one that resolves to
+a loopback, private, metadata... address outside `--outbound-allow` is refused, and a
+refusal is permanent for that push: its messages are released for pickup, no retry is
+scheduled (it would only be refused again), and `pushes{outcome="refused"}` counts it.
+A later forward tries again (the operator may have opened the destination meanwhile).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import httpx
 import websockets
@@ -26,6 +34,7 @@ from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
 from mediator.engine.model import ReceivedMessage
+from mediator.errors import AnswerTooLarge, OutboundError, OutboundRefused
 from mediator.mediation import record as rec
 from mediator.mediation.mailbox import Mailbox, queue_of
 from mediator.mediation.store import MediationStore
@@ -39,6 +48,9 @@ ENVELOPE_TYPE = "application/didcomm-envelope-enc"
 BATCH = 10
 TARGETS_TTL = 60.0  # a connection's endpoints never change after its handshake
 TARGETS_SIZE = 100_000
+REFUSALS_SIZE = 10_000
+
+Sent = Literal["sent", "failed", "refused"]
 
 
 class Pusher:
@@ -55,7 +67,10 @@ class Pusher:
         self.mailbox = mailbox
         self.settings = settings
         self.metrics = metrics
-        self.http = outbound.client(settings)
+        self.http = outbound.client(settings, peers=True)
+        self.guard = outbound.Guard(settings, peers=True)
+        self.tls = outbound.tls_context(settings)
+        self._refusals: dict[str, float] = {}  # endpoint -> until when it is not logged again
         self._targets: dict[str, tuple[tuple[Service, ...], float]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
@@ -126,9 +141,9 @@ class Pusher:
                 if connection not in self._again:
                     break
         except STORAGE_ERRORS as exc:
-            log.warning("push to %s stopped: %s (a worker retries it)", connection[:8], exc)
+            log.warning("push to %s stopped: %s (a worker retries it)", connection, exc)
         except Exception:
-            log.exception("push to %s failed unexpectedly", connection[:8])
+            log.exception("push to %s failed unexpectedly", connection)
 
     async def _push_queue(self, connection: str, services: tuple[Service, ...]) -> bool:
         """Push until the queue is empty (True) or the endpoint fails (False, retry set)."""
@@ -142,12 +157,16 @@ class Pusher:
             if not messages:
                 break
             for i, message in enumerate(messages):
-                if await self._send(services, message):
+                sent = await self._send(services, message)
+                if sent == "sent":
                     await self.mailbox.acknowledge(connection, [message.message_id])
                     self._count("delivered")
                     continue
-                self._count("failed")
+                self._count(sent)
                 await self.mailbox.release(connection, [m.message_id for m in messages[i:]])
+                if sent == "refused":
+                    await self._forget_schedule(connection)
+                    return False
                 attempts = int(await self.redis.hincrby(record, rec.PUSH_ATTEMPTS, 1))
                 delay = min(
                     self.settings.push_retry_max_seconds,
@@ -161,11 +180,14 @@ class Pusher:
                     delay,
                 )
                 return False
+        await self._forget_schedule(connection)
+        return True
+
+    async def _forget_schedule(self, connection: str) -> None:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(*_schedule_entry(connection))
-        pipe.hdel(record, rec.PUSH_ATTEMPTS)
+        pipe.hdel(keys.connection_keys(connection).record, rec.PUSH_ATTEMPTS)
         await pipe.execute()
-        return True
 
     async def _schedule(self, connection: str, at_ms: int) -> None:
         """The connection's next push in its shard's schedule, and the workers' hint."""
@@ -175,8 +197,10 @@ class Pusher:
         pipe.zadd(keys.next_due(), {str(_shard(connection)): at_ms}, lt=True)
         await pipe.execute()
 
-    async def _send(self, services: Sequence[Service], message: ReceivedMessage) -> bool:
-        """Post one message to the first endpoint that takes it (2xx, or a WebSocket send)."""
+    async def _send(self, services: Sequence[Service], message: ReceivedMessage) -> Sent:
+        """Post one message to the first endpoint that takes it (2xx, or a WebSocket send):
+        refused when every endpoint is a destination that may not be reached."""
+        refused = 0
         for service in services:
             body = message.body
             if service.routing_keys:
@@ -184,22 +208,54 @@ class Pusher:
                 body = wrap(body, to, service.routing_keys)
             try:
                 if service.endpoint.startswith(("ws://", "wss://")):
-                    async with websockets.connect(
+                    async with outbound.websocket(
+                        self.guard,
                         service.endpoint,
-                        open_timeout=self.settings.push_timeout_seconds,
-                        close_timeout=self.settings.push_timeout_seconds,
+                        total=self.settings.push_timeout_seconds,
+                        cap=self.settings.outbound_max_response_bytes,
+                        tls=self.tls,
                     ) as ws:
                         await ws.send(body.decode())
-                    return True
-                answer = await self.http.post(
-                    service.endpoint, content=body, headers={"Content-Type": ENVELOPE_TYPE}
-                )
+                    return "sent"
+                async with self.http.stream(
+                    "POST", service.endpoint, content=body, headers={"Content-Type": ENVELOPE_TYPE}
+                ) as answer:
+                    # Only the status matters; a small body is read so that the connection
+                    # serves the next push, a large one is cut (the connection dropped).
+                    with contextlib.suppress(AnswerTooLarge):
+                        await answer.aread()
                 if 200 <= answer.status_code < 300:
-                    return True
+                    return "sent"
                 log.info("push endpoint answered %d", answer.status_code)
-            except (httpx.HTTPError, websockets.WebSocketException, OSError, TimeoutError) as exc:
+            except OutboundRefused as exc:
+                refused += 1
+                self._refused(service.endpoint, exc)
+            except (
+                httpx.HTTPError,
+                httpx.InvalidURL,  # an endpoint stored before handshakes refused such URLs
+                websockets.WebSocketException,
+                OutboundError,
+                OSError,
+                TimeoutError,
+                ValueError,  # websockets: a redirect it will not follow
+            ) as exc:
                 log.info("push endpoint unreachable: %s", exc)
-        return False
+        return "refused" if refused and refused == len(services) else "failed"
+
+    def _refused(self, endpoint: str, exc: OutboundRefused) -> None:
+        """Log a refused endpoint once per TARGETS_TTL, however many messages meet it."""
+        now = time.monotonic()
+        if self._refusals.get(endpoint, 0.0) > now:
+            return
+        if len(self._refusals) >= REFUSALS_SIZE:
+            self._refusals.clear()
+        self._refusals[endpoint] = now + TARGETS_TTL
+        log.warning(
+            "push endpoint %s refused: %s; its messages stay queued for pickup "
+            "(--outbound-allow opens a destination)",
+            endpoint,
+            exc,
+        )
 
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:

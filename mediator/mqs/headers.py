@@ -14,6 +14,8 @@ from mediator.engine.model import INT32_MAX, QueueConfig
 from mediator.errors import RequestError
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+# What an mqs message id looks like (mediator/engine/ids.py): never a queue name, as it has a '.'.
+MESSAGE_ID = re.compile(r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{7,112}")
 _INT = re.compile(r"[+-]?[0-9]{1,20}")
 
 MAX_RECEIVES = "X-MQS-MAX-RECEIVES"

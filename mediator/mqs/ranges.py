@@ -13,7 +13,9 @@ import re
 from mediator.errors import RequestError
 
 UNIT = "queues"
-_SPEC = re.compile(r"\s*([A-Za-z]+)\s*=\s*(\d{0,18})\s*-\s*(\d{0,18})\s*")
+# Whitespace is HTTP's (space and tab) and digits are ASCII: this is the pattern the
+# OpenAPI document states, so a client can check a Range before sending it.
+_SPEC = re.compile(r"[ \t]*([A-Za-z]+)[ \t]*=[ \t]*([0-9]{0,18})[ \t]*-[ \t]*([0-9]{0,18})[ \t]*")
 
 
 class RangeNotSatisfiable(RequestError):

@@ -7,9 +7,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from redis.exceptions import OutOfMemoryError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from mediator.engine import Engine, QueueRef
 from mediator.engine.longpoll import receive_waiting
@@ -27,7 +29,7 @@ from mediator.errors import (
 )
 from mediator.mqs import auth, body, headers, ranges, responses
 from mediator.settings import Settings
-from mediator.storage.clients import STORAGE_ERRORS
+from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ def endpoint(handler: Handler) -> Handler:
         try:
             auth.check(request, _mqs(request).settings)
             return await handler(request)
+        except MethodNotAllowed as exc:
+            return responses.error(exc.status, str(exc), {"Allow": ", ".join(exc.allow)})
         except RequestError as exc:
             extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
             return responses.error(exc.status, str(exc), extra)
@@ -74,6 +78,9 @@ def endpoint(handler: Handler) -> Handler:
                 if isinstance(exc, kind):
                     return responses.error(status, str(exc))
             raise
+        except OutOfMemoryError:
+            log.warning("storage full: a write was refused (maxmemory)")
+            return responses.error(507, STORAGE_FULL)
         except STORAGE_ERRORS as exc:
             log.error("storage unavailable: %s", exc)
             return responses.error(503, "storage is unavailable, try again")
@@ -81,9 +88,19 @@ def endpoint(handler: Handler) -> Handler:
     return wrapped
 
 
+class MethodNotAllowed(RequestError):
+    """405: the method is not one the target supports (`allow`)."""
+
+    def __init__(self, method: str, allow: tuple[str, ...]) -> None:
+        super().__init__(f"{method} is not allowed here; use {', '.join(allow)}", status=405)
+        self.allow = allow
+
+
 def _queue(request: Request) -> QueueRef:
-    name = headers.check_queue_name(request.path_params["name"])
-    return QueueRef(NAMESPACE, name)
+    name = request.path_params["name"]
+    if request.url.path.startswith("/messages/") and headers.MESSAGE_ID.fullmatch(name):
+        raise MethodNotAllowed(request.method, _message_allow(name))
+    return QueueRef(NAMESPACE, headers.check_queue_name(name))
 
 
 @endpoint
@@ -193,7 +210,63 @@ async def delete_message(request: Request) -> Response:
     return Response(status_code=204)
 
 
+class _Fallback:
+    """Answers what the typed routes before it leave: a method the path does not support (405,
+    with every method it does), or a name with a '/' or no name at all (through the handler).
+
+    An ASGI app rather than a function, so that Starlette routes every method to it."""
+
+    def __init__(
+        self,
+        handlers: dict[str, Handler],
+        allowed: Callable[[str], tuple[str, ...]] = lambda name: ("GET", "HEAD"),
+    ) -> None:
+        self.handlers = handlers
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive, send)
+        handler = self.handlers.get(request.method)
+        response: Response
+        if handler is None:
+            allow = self.allowed(request.path_params.get("name", ""))
+            refusal = MethodNotAllowed(request.method, allow)
+            response = responses.error(405, str(refusal), {"Allow": ", ".join(allow)})
+        else:
+            response = await handler(request)
+        await response(scope, receive, send)
+
+
+@endpoint
+async def _no_such_message(request: Request) -> Response:
+    raise MessageNotFound(request.path_params["name"])
+
+
+_QUEUE_METHODS = {
+    "GET": get_queue,
+    "HEAD": get_queue,
+    "PUT": create_queue,
+    "POST": update_queue,
+    "DELETE": delete_queue,
+}
+_MESSAGE_METHODS = {
+    "GET": receive_messages,
+    "HEAD": receive_messages,
+    "POST": send_messages,
+    "DELETE": _no_such_message,
+}
+
+_QUEUE_ALLOW = ("DELETE", "GET", "HEAD", "POST", "PUT")
+
+
+def _message_allow(name: str) -> tuple[str, ...]:
+    """A message id (never a queue name: ids hold a '.') can only be deleted; anything else
+    is a queue name to send to or receive from (400 when it is not a valid one)."""
+    return ("DELETE",) if headers.MESSAGE_ID.fullmatch(name) else ("GET", "HEAD", "POST")
+
+
 # The message routes first: they carry nearly all traffic, and routes are tried in order.
+# The untyped routes last: a `{name:path}` catches names the typed ones do not take.
 routes = [
     Route("/messages/{name}", send_messages, methods=["POST"]),
     Route("/messages/{name}", receive_messages, methods=["GET"]),
@@ -203,4 +276,7 @@ routes = [
     Route("/queues/{name}", update_queue, methods=["POST"]),
     Route("/queues/{name}", delete_queue, methods=["DELETE"]),
     Route("/queues/{name}", get_queue, methods=["GET"]),
+    Route("/queues", _Fallback({})),
+    Route("/queues/{name:path}", _Fallback(_QUEUE_METHODS, lambda name: _QUEUE_ALLOW)),
+    Route("/messages/{name:path}", _Fallback(_MESSAGE_METHODS, _message_allow)),
 ]

@@ -27,7 +27,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from mediator.errors import ConfigError
 from mediator.notify.jwt import load_private_key, sign_es256
-from mediator.notify.provider import PAYLOAD_TYPES, Notice, Outcome, by_status, unreachable
+from mediator.notify.provider import (
+    CALL_ERRORS,
+    PAYLOAD_TYPES,
+    Notice,
+    Outcome,
+    by_status,
+    unreachable,
+)
 
 HOSTS = {
     "production": "https://api.push.apple.com",
@@ -118,7 +125,7 @@ class ApnsProvider:
                 answer = await self.http.post(
                     url, json=self.payload(notice), headers=self.headers(notice, token)
                 )
-            except (httpx.HTTPError, OSError) as exc:
+            except CALL_ERRORS as exc:
                 return unreachable(exc)
             reason = _reason(answer)
             if answer.status_code == 403 and reason in RENEW_REASONS and not refused:

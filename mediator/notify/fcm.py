@@ -32,7 +32,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from mediator.errors import ConfigError
 from mediator.notify.jwt import load_private_key, sign_rs256
-from mediator.notify.provider import PAYLOAD_TYPES, Notice, Outcome, by_status, unreachable
+from mediator.notify.provider import (
+    CALL_ERRORS,
+    PAYLOAD_TYPES,
+    Notice,
+    Outcome,
+    by_status,
+    unreachable,
+)
 
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -166,7 +173,7 @@ class FcmProvider:
             )
         except LoginFailed as exc:
             return self._login_failed(exc)
-        except (httpx.HTTPError, OSError) as exc:
+        except CALL_ERRORS as exc:
             return unreachable(exc)
         if answer.status_code == 401:
             # Revoked or expired early: dropped (unless another call renewed it already),

@@ -139,7 +139,7 @@ class Notifier:
                 "notification for %s stopped: %s (a worker retries it)", connection[:8], exc
             )
         except Exception:
-            log.exception("notification for %s failed unexpectedly", connection[:8])
+            log.exception("notification for %s failed unexpectedly", connection)
 
     async def _notify(
         self,
@@ -197,7 +197,7 @@ class Notifier:
             await self._op(connection, "sent")
         elif outcome.kind == "gone":
             self.count("gone", provider)
-            log.info("device of %s is gone (%s): its info removed", connection[:8], outcome.detail)
+            log.info("device of %s is gone (%s): its info removed", connection, outcome.detail)
             await self._op(connection, "forget", 0, value=notice.device.token)
         elif outcome.kind == "retry" and attempts + 1 < self.settings.notify_attempts:
             self.count("retried", provider)
@@ -213,7 +213,7 @@ class Notifier:
             await self._op(connection, "retry", int(delay * 1000), value=notice.notice_id)
         else:
             self.count("failed", provider)
-            log.warning("notification for %s given up: %s", connection[:8], outcome.detail)
+            log.warning("notification for %s given up: %s", connection, outcome.detail)
             await self._op(connection, "giveup")
 
     async def _op(

@@ -16,6 +16,8 @@ from typing import Literal, Protocol
 
 import httpx
 
+from mediator.errors import OutboundError
+
 FCM = "fcm"
 APNS = "apns"
 SERVICES = (FCM, APNS)  # the two device-info protocols, push-notifications-<service>/1.0
@@ -89,6 +91,10 @@ def by_status(answer: httpx.Response, detail: str) -> Outcome:
     if status == 429 or status >= 500:
         return Outcome("retry", f"{status} {detail}".strip(), retry_after(answer))
     return Outcome("refused", f"{status} {detail}".strip())
+
+
+# What a call to a provider may raise short of an answer: retried as `unreachable`.
+CALL_ERRORS = (httpx.HTTPError, httpx.InvalidURL, OSError, OutboundError)
 
 
 def unreachable(exc: Exception) -> Outcome:

@@ -21,7 +21,7 @@ import httpx
 import orjson
 
 from mediator.errors import ConfigError
-from mediator.notify.provider import Notice, Outcome, by_status, unreachable
+from mediator.notify.provider import CALL_ERRORS, Notice, Outcome, by_status, unreachable
 
 SIGNATURE_HEADER = "X-Mediator-Signature"
 EVENT = "didcomm.messages-waiting"
@@ -68,7 +68,7 @@ class WebhookProvider:
         }
         try:
             answer = await self.http.post(self.url, content=body, headers=headers)
-        except (httpx.HTTPError, OSError) as exc:
+        except CALL_ERRORS as exc:
             return unreachable(exc)
         if answer.status_code == 410:
             return Outcome("gone", "410 from the webhook")

@@ -1,4 +1,5 @@
-"""JSON log lines on stdout, one object per line, with the node id on each."""
+"""JSON log lines on stdout, one object per line, with the node id on each; recipient keys
+and DIDs in them only as keyed hashes (redact.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import logging
 import sys
 import time
 from typing import Any
+
+from mediator.ops.redact import redact
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message",
@@ -34,7 +37,7 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
+        return redact(json.dumps(line, default=str))
 
 
 def configure(level: str, node_id: str) -> None:

@@ -137,7 +137,8 @@ class Metrics:
         self.pushes = Counter(
             "mediator_didcomm_pushes",
             "Queued messages pushed to recipients' own endpoints, by outcome (delivered: the "
-            "endpoint answered 2xx; failed: kept queued and retried with backoff).",
+            "endpoint answered 2xx; failed: kept queued and retried with backoff; refused: "
+            "the endpoint's address is not allowed (--outbound-allow), kept for pickup).",
             ["outcome"],
             registry=shared,
         )

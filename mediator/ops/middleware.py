@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mediator.cluster.drain import Drain
@@ -12,6 +13,12 @@ from mediator.ops.metrics import Metrics
 from mediator.randomness import random_bytes
 
 log = logging.getLogger("mediator.access")
+
+# What a node that lost Redis refuses at once (cluster/health.py): DIDComm's POST / and mqs.
+NEEDS_STORAGE = ("/", "/queues", "/queues/{name}", "/messages/{name}", "/messages/{message_id}")
+STORAGE_LOST = orjson.dumps(
+    {"error": "storage unavailable (redis does not answer)", "code": "storage-unavailable"}
+)
 
 
 def route_template(method: str, path: str) -> str:
@@ -55,7 +62,10 @@ class RequestLog:
         if self.drain is not None:
             self.drain.request_started()
         try:
-            await self.app(scope, receive, send_wrapper)
+            if self.drain is not None and self.drain.unavailable and _needs_storage(scope):
+                await _refuse(send_wrapper)
+            else:
+                await self.app(scope, receive, send_wrapper)
         finally:
             if self.drain is not None:
                 self.drain.request_finished()
@@ -76,3 +86,18 @@ class RequestLog:
                         "duration_ms": round(elapsed * 1000, 3),
                     },
                 )
+
+
+def _needs_storage(scope: Scope) -> bool:
+    return route_template(scope["method"], scope["path"]) in NEEDS_STORAGE
+
+
+async def _refuse(send: Send) -> None:
+    """503 at once, rather than a request that waits on Redis until the client gives up."""
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(STORAGE_LOST)).encode()),
+        (b"retry-after", b"1"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": STORAGE_LOST})

@@ -23,6 +23,7 @@ from mediator.mediation.push import Pusher
 from mediator.mediation.store import Connection, MediationStore
 from mediator.notify.notifier import Notifier
 from mediator.settings import Settings
+from mediator.transport.abuse import Limiter
 
 Callback = Callable[[], Awaitable[None]]
 
@@ -46,6 +47,7 @@ class Services:
     pusher: Pusher
     presence: Presence
     notifier: Notifier
+    limiter: Limiter
 
     def keys_for(self, connection: str) -> KeyPair:
         """Our key on the connection named by the peer's key `connection`."""
@@ -65,7 +67,8 @@ class Session:
 
     persistent = False
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = "") -> None:
+        self.address = address  # the client's, as the abuse limits count it (client_address)
         self.explicit_pickup = False  # a pickup or queue message came on this transport
         self._connections: dict[str, tuple[Connection, float]] = {}
 

@@ -9,7 +9,6 @@ single-use, still open), the DID document resolves and its signature verifies, t
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -87,10 +86,7 @@ def request_doc(did: Any, attach: Any, *, inline: Any = None) -> PeerDoc:
         if not isinstance(attach, dict):
             raise DidError("did_doc~attach must be an attachment object")
         payload, signers = verify_attachment(attach.get("data"))
-        try:
-            attached = json.loads(payload)
-        except ValueError as exc:
-            raise DidError("did_doc~attach does not hold JSON") from exc
+        attached = did_peer.load_json(payload, "did_doc~attach")
     algo = did_peer.numalgo(did)
     if algo == 2:
         doc = parse_doc(did_peer.resolve_numalgo2(did), did)
@@ -146,7 +142,7 @@ async def record(
     ttl = ctx.settings.unmediated_connection_seconds
     if not await ctx.services.handshakes.record(handshake, ours, now_ms, ttl):
         raise ProblemReport(NOT_ACCEPTED, "a connection with this key exists already")
-    log.info("connection %s made by %s (%s)", their_key[:8], protocol, handshake.label[:40])
+    log.info("connection %s made by %s (%s)", their_key, protocol, handshake.label[:40])
     return handshake
 
 

@@ -7,8 +7,9 @@ fails they are offered again.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from mediator.engine.model import ReceivedMessage
 from mediator.protocols.context import Context
@@ -18,10 +19,14 @@ FAMILY = "messagepickup"
 
 
 def attached(message: ReceivedMessage) -> Any:
+    """A queued envelope as a JSON value, or as text when it is not JSON that the reply's
+    writer (orjson) can carry: it nests at most 255 deep and refuses integers over 64 bits."""
     try:
-        return json.loads(message.body)
-    except ValueError:
+        value = orjson.loads(message.body)
+        orjson.dumps(value)
+    except (ValueError, TypeError, RecursionError):
         return message.body.decode("utf-8", "replace")
+    return value
 
 
 async def batch_pickup(ctx: Context) -> None:

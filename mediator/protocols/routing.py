@@ -16,6 +16,7 @@ from mediator.errors import (
     ProblemReport,
     ReplicationShortfall,
 )
+from mediator.mediation.keymaps import is_verkey
 from mediator.mediation.mailbox import Forwarded
 from mediator.protocols.context import Context
 
@@ -66,6 +67,8 @@ async def forward(ctx: Context) -> None:
     # A sender with several of our recipients' keys may forward the same envelope once per
     # key: each connection stores it once (and the answer says which were duplicates).
     digest = hashlib.blake2b(envelope, digest_size=DIGEST_BYTES).digest()
+    sender = ctx.message.sender_verkey or ctx.session.address
+    await services.limiter.forwarded(sender, len(envelope))
     try:
         first = await _forward_when_routed(ctx, to, envelope, digest)
     except (LimitExceeded, ReplicationShortfall) as exc:
@@ -85,7 +88,9 @@ async def forward(ctx: Context) -> None:
                 status=404,
             )
         await queued(first)
-    others = [k for k in kids if k != to]
+    # The inner envelope's kids are as its sender wrote them: one that is no base58 verkey
+    # is nobody's here.
+    others = [k for k in kids if k != to and is_verkey(k)]
     for key, other in zip(others, await services.store.owners(others), strict=True):
         if other is None or other in targets:
             continue

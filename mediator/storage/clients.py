@@ -1,6 +1,8 @@
 """Redis clients for each deployment mode, with explicit timeouts (redis-py's defaults break
 blocking reads) and no automatic retries (a script retried after a timeout could store a
-message twice: a failed call surfaces, mqs answers 503, and the caller decides).
+message twice: a failed call surfaces, mqs answers 503, and the caller decides). A connection
+given up on is closed abortively (RST, its unsent bytes dropped), so a command answered 503
+after a timeout does not reach the server later, when a network partition heals.
 
 - standalone: one server;
 - Sentinel: the primary the sentinels name, asked again on every new connection, so a
@@ -13,6 +15,8 @@ message twice: a failed call surfaces, mqs answers 503, and the caller decides).
 from __future__ import annotations
 
 import random
+import socket
+import struct
 from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -37,6 +41,34 @@ STORAGE_ERRORS: tuple[type[Exception], ...] = (
     StorageError,
 )
 
+# What a refused write (Redis at maxmemory under noeviction, OutOfMemoryError) is answered:
+# 507, nothing written; pickups and acknowledgements still work and free room.
+STORAGE_FULL = "storage is full: nothing was stored; try again later"
+
+_LINGER_ZERO = struct.pack("ii", 1, 0)
+
+
+def _abortive(connection: Connection) -> None:
+    """Close (later) with RST, dropping what the kernel still holds to send: a command this
+    process has given up on must not run on the server once a partition heals."""
+    writer = connection._writer
+    sock = writer.transport.get_extra_info("socket") if writer is not None else None
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+
+
+class AbortiveConnection(Connection):
+    async def _connect(self) -> None:
+        await super()._connect()  # type: ignore[no-untyped-call]
+        _abortive(self)
+
+
+class AbortiveSentinelConnection(SentinelManagedConnection):
+    async def _connect(self) -> None:
+        await super()._connect()  # type: ignore[no-untyped-call]
+        _abortive(self)
+
+
 try:
     import hiredis
 
@@ -50,17 +82,17 @@ try:
                 args = (*head.split(), *args[1:])
             return [hiredis.pack_command(args)]
 
-    class HiredisConnection(_HiredisPacking, Connection):
+    class HiredisConnection(_HiredisPacking, AbortiveConnection):
         pass
 
-    class HiredisSentinelConnection(_HiredisPacking, SentinelManagedConnection):
+    class HiredisSentinelConnection(_HiredisPacking, AbortiveSentinelConnection):
         pass
 
     CONNECTION_CLASS: type[Connection] = HiredisConnection
     SENTINEL_CONNECTION_CLASS: type[Connection] = HiredisSentinelConnection
 except ImportError:  # hiredis is an install extra; without it the clients still work
-    CONNECTION_CLASS = Connection
-    SENTINEL_CONNECTION_CLASS = SentinelManagedConnection
+    CONNECTION_CLASS = AbortiveConnection
+    SENTINEL_CONNECTION_CLASS = AbortiveSentinelConnection
 
 COMMAND_OPTIONS: dict[str, Any] = {
     "decode_responses": False,

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mediator.protocols.context import ForwardTally, Session
+from mediator.transport.client_address import client_address
 from mediator.transport.inbound import Outgoing, Pipeline
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,14 @@ class DidcommHttp:
                 return
             if not message.get("more_body", False):
                 break
-        session = Session()
+        settings = pipeline.services.settings
+        session = Session(
+            client_address(scope.get("client"), scope["headers"], settings.trusted_proxies)
+        )
         outcome = await pipeline.handle(bytes(body), session, capacity=1)
         if outcome.refusal is not None:
             r = outcome.refusal
-            await _error(send, r.status, r.code, r.error)
+            await _error(send, r.status, r.code, r.error, r.retry_after)
             return
         returned = outcome.returned
         if not returned and outcome.may_drain and outcome.connection is not None:
@@ -94,8 +98,15 @@ async def _send(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _error(send: Send, status: int, code: str, text: str) -> None:
-    await _send(send, status, orjson.dumps({"error": text, "code": code}), "application/json")
+async def _error(
+    send: Send, status: int, code: str, text: str, retry_after: int | None = None
+) -> None:
+    body: dict[str, object] = {"error": text, "code": code}
+    extra = []
+    if retry_after is not None:
+        body["retry_after"] = retry_after
+        extra.append((b"retry-after", str(retry_after).encode()))
+    await _send(send, status, orjson.dumps(body), "application/json", extra)
 
 
 async def _carry(send: Send, out: Outgoing, media: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
+from redis.exceptions import OutOfMemoryError
 
 from mediator.didcomm import envelope
 from mediator.didcomm.keys import KeyPair
@@ -24,6 +25,7 @@ from mediator.errors import (
     NotAddressedHere,
     ProblemReport,
     QueueError,
+    RateLimited,
     ReplicationShortfall,
 )
 from mediator.mediation.handshakes import COMPLETED, RESPONDED
@@ -38,7 +40,8 @@ from mediator.protocols.context import (
     Services,
     Session,
 )
-from mediator.storage.clients import STORAGE_ERRORS
+from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
+from mediator.transport.abuse import AddressSockets
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ class Refusal:
     status: int
     code: str
     error: str
+    retry_after: int | None = None  # seconds, for a 429
 
     def body(self) -> dict[str, str]:
         return {"error": self.error, "code": self.code}
@@ -98,6 +102,10 @@ class Pipeline:
     def __init__(self, services: Services, metrics: Metrics | None = None) -> None:
         self.services = services
         self.metrics = metrics
+        settings = services.settings
+        self.sockets = AddressSockets(
+            settings.websocket_sockets_per_address, settings.limit_exempt_networks
+        )
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
         self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
 
@@ -132,9 +140,14 @@ class Pipeline:
     async def handle(self, raw: bytes, session: Session, *, capacity: int | None) -> Outcome:
         try:
             outcome = await self._handle(raw, session, capacity)
+        except RateLimited as exc:
+            outcome = Outcome(refusal=Refusal(429, "rate-limited", exc.reason, exc.retry_after))
         except ReplicationShortfall as exc:  # stored, but not as durably as the settings ask
             log.warning("send not confirmed: %s", exc)
             outcome = Outcome(refusal=Refusal(503, "not-confirmed", str(exc)))
+        except OutOfMemoryError:
+            log.warning("storage full: a write was refused (maxmemory)")
+            outcome = Outcome(refusal=Refusal(507, "storage-full", STORAGE_FULL))
         except STORAGE_ERRORS as exc:
             log.warning("storage unavailable: %s", exc)
             outcome = Outcome(
@@ -193,6 +206,9 @@ class Pipeline:
             if connection.handshake == RESPONDED and message.type.family not in HANDSHAKES:
                 await self.services.handshakes.complete(sender)  # its first message since
                 connection = replace(connection, handshake=COMPLETED)
+        handshake = message.type.name == "request" and message.type.family in HANDSHAKES
+        if handshake:
+            await self._admit_handshake(session)
         ctx = Context(self.services, session, message, connection)
         outcome = Outcome(message=message, connection=connection)
         if message.type.family == "routing":
@@ -211,15 +227,25 @@ class Pipeline:
             outcome.problem = True
         except ProblemReport as exc:
             if exc.status is not None and (sender is None or not session.persistent):
-                outcome.refusal = Refusal(exc.status, exc.code, exc.description)
+                outcome.refusal = Refusal(exc.status, exc.code, exc.description, exc.retry_after)
                 return outcome
             if sender is None:
                 outcome.refusal = Refusal(400, exc.code, exc.description)
                 return outcome
             ctx.replies = [Reply(problem_report(exc.code, exc.description, message))]
             outcome.problem = True
+        if handshake and any(r.message.get("@type", "").endswith("/response") for r in ctx.replies):
+            limiter = self.services.limiter
+            await limiter.take(limiter.connections, session.address)  # a connection was made
         await self._route(ctx, outcome, capacity)
         return outcome
+
+    async def _admit_handshake(self, session: Session) -> None:
+        """Handshakes cost us signature checks and a record each: a client address gets so
+        many per minute, and makes so many connections (RateLimited beyond)."""
+        limiter = self.services.limiter
+        await limiter.take(limiter.handshakes, session.address)
+        await limiter.check(limiter.connections, session.address)
 
     async def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
         try:

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mediator import tasks
-from mediator.cluster.drain import SERVICE_RESTART, Drain
+from mediator.cluster.drain import SERVICE_RESTART, TRY_AGAIN_LATER, Drain
 from mediator.didcomm import envelope
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
 from mediator.engine.model import ReceivedMessage, ReceiveResult
@@ -36,6 +36,8 @@ from mediator.protocols.context import Session
 from mediator.protocols.pickup_common import b64
 from mediator.settings import Settings
 from mediator.storage.clients import STORAGE_ERRORS
+from mediator.transport.abuse import FrameRate
+from mediator.transport.client_address import client_address
 from mediator.transport.inbound import Outgoing, Pipeline
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 LIVE_BATCH = 10  # messages per live `delivery`
 Batch = Callable[[int], Awaitable[ReceiveResult]]  # one receive of a delivery loop
 NORMAL_CLOSURE = 1000
+POLICY_VIOLATION = 1008  # an abuse limit: too many frames, sockets, or no valid message
 INTERNAL_ERROR = 1011
 
 
@@ -53,8 +56,8 @@ class SocketClosed(Exception):
 class WsSession(Session):
     persistent = True
 
-    def __init__(self, websocket: WebSocket, pipeline: Pipeline) -> None:
-        super().__init__()
+    def __init__(self, websocket: WebSocket, pipeline: Pipeline, address: str = "") -> None:
+        super().__init__(address)
         self.ws = websocket
         self.pipeline = pipeline
         self.services = pipeline.services
@@ -124,7 +127,16 @@ class WsSession(Session):
                 await out.if_unsent()
             raise
         if out.after_sent is not None:
-            await out.after_sent()
+            try:
+                await out.after_sent()
+            except STORAGE_ERRORS as exc:
+                # The reply went out but what it promised did not happen (live mode not
+                # started, a batch not deleted): ask the peer to reconnect and start again.
+                log.warning("storage failed after a reply was sent: %s; closing (1013)", exc)
+                with contextlib.suppress(Exception):
+                    await self.close_with(TRY_AGAIN_LATER)
+                self.closed = True
+                raise SocketClosed from exc
 
     def schedule_drain(self, connection: str) -> None:
         """Implicit pickup, after a short grace in which an explicit pickup message wins."""
@@ -182,7 +194,7 @@ class WsSession(Session):
             if task is not None:
                 await tasks.stop(task)
         self._unacked.pop(connection, None)
-        log.info("live delivery taken over by another socket", extra={"connection": connection[:8]})
+        log.info("live delivery taken over by another socket", extra={"connection": connection})
 
     # ----------------------------------------------------------- delivery loops
 
@@ -291,7 +303,7 @@ class WsSession(Session):
         except Exception:
             # A bug, not storage trouble: close the socket rather than keep it open with
             # nothing delivering; the client reconnects and its deliveries are offered again.
-            log.exception("delivery loop stopped", extra={"connection": connection[:8]})
+            log.exception("delivery loop stopped", extra={"connection": connection})
             with contextlib.suppress(Exception):
                 await self.close_with(INTERNAL_ERROR)
 
@@ -329,16 +341,25 @@ class DidcommSocket:
 async def didcomm_websocket(websocket: WebSocket) -> None:
     pipeline: Pipeline = websocket.app.state.didcomm
     drain: Drain = websocket.app.state.drain
+    settings = pipeline.services.settings
+    address = client_address(
+        websocket.scope.get("client"), websocket.scope["headers"], settings.trusted_proxies
+    )
     await websocket.accept()
-    if drain.draining:  # this node is going away: reconnect elsewhere
-        await websocket.close(code=SERVICE_RESTART)
+    refused = drain.refuse_code  # going away (1012), or Redis does not answer here (1013)
+    if refused is not None:  # reconnect elsewhere
+        await websocket.close(code=refused)
         return
-    session = WsSession(websocket, pipeline)
+    if not pipeline.sockets.open(address):
+        await websocket.close(code=POLICY_VIOLATION, reason="too many sockets from this address")
+        return
+    session = WsSession(websocket, pipeline, address)
     drain.sockets.add(session)
     gauge = pipeline.metrics.websockets if pipeline.metrics is not None else None
     if gauge is not None:
         gauge.inc()
-    clock = _SocketClock(pipeline.services.settings)
+    clock = _SocketClock(settings)
+    frames = FrameRate(settings.websocket_messages_per_second)
     try:
         while True:
             try:
@@ -353,30 +374,39 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
             clock.touch()
             if frame["type"] == "websocket.disconnect":
                 break
-            await _handle_frame(session, pipeline, frame)
+            verdict = frames.take(asyncio.get_running_loop().time())
+            if verdict == FrameRate.CLOSE:
+                await session.close_with(POLICY_VIOLATION)
+                break
+            if verdict == FrameRate.REFUSE:
+                await _error_frame(session, "rate-limited", frames.reason, retry_after=1)
+            elif verdict == FrameRate.TAKE and await _handle_frame(session, pipeline, frame):
+                clock.valid = True
             del frame  # an idle socket keeps nothing of its last frame
     except (WebSocketDisconnect, SocketClosed):
         pass
     finally:
+        pipeline.sockets.close(address)
         drain.sockets.discard(session)
         if gauge is not None:
             gauge.dec()
         await session.close()
 
 
-async def _handle_frame(session: WsSession, pipeline: Pipeline, frame: Message) -> None:
-    """One inbound frame: handled, its replies carried. Its own frame, so that what it made
-    (the envelope, the outcome, the packed replies) is freed before the socket waits again."""
+async def _handle_frame(session: WsSession, pipeline: Pipeline, frame: Message) -> bool:
+    """One inbound frame: handled, its replies carried; whether it was a message the
+    pipeline took (not refused). Its own frame, so that what it made (the envelope, the
+    outcome, the packed replies) is freed before the socket waits again."""
     data: bytes = frame.get("bytes") or (frame.get("text") or "").encode()
     limit = pipeline.services.settings.max_envelope_bytes
     if len(data) > limit:
         await _error_frame(session, "too-large", f"over {limit} bytes")
-        return
+        return False
     outcome = await pipeline.handle(data, session, capacity=None)
     if outcome.refusal is not None:
         r = outcome.refusal
-        await _error_frame(session, r.code, r.error)
-        return
+        await _error_frame(session, r.code, r.error, retry_after=r.retry_after)
+        return False
     for i, out in enumerate(outcome.returned):
         try:
             await session.carry(out)
@@ -387,6 +417,7 @@ async def _handle_frame(session: WsSession, pipeline: Pipeline, frame: Message) 
             raise
     if outcome.may_drain and not session.explicit_pickup:
         session.schedule_drain(outcome.connection.verkey)  # type: ignore[union-attr]
+    return True
 
 
 class _SocketClock:
@@ -396,6 +427,8 @@ class _SocketClock:
         loop = asyncio.get_running_loop()
         self.idle = settings.websocket_idle_seconds
         self.max_age = settings.websocket_max_age_seconds
+        self.deadline = settings.websocket_handshake_seconds  # for a first valid message
+        self.valid = False  # the socket sent a message the pipeline took
         self.opened = self.last = loop.time()
 
     def touch(self) -> None:
@@ -407,13 +440,18 @@ class _SocketClock:
         waits = []
         if self.max_age > 0:
             waits.append(self.opened + self.max_age - now)
+        if self.deadline > 0 and not self.valid:
+            waits.append(self.opened + self.deadline - now)
         if self.idle > 0:
             waits.append(self.last + self.idle - now if not session.delivering else self.idle)
         return max(0.01, min(waits)) if waits else None
 
     def expired(self, session: WsSession) -> int | None:
-        """The close code when a limit is reached: 1012 for the age, 1000 for idleness."""
+        """The close code when a limit is reached: 1012 for the age, 1000 for idleness, 1008
+        for a socket that sent no valid message in time."""
         now = asyncio.get_running_loop().time()
+        if self.deadline > 0 and not self.valid and now - self.opened >= self.deadline:
+            return POLICY_VIOLATION
         if self.max_age > 0 and now - self.opened >= self.max_age:
             return SERVICE_RESTART
         if self.idle > 0 and not session.delivering and now - self.last >= self.idle:
@@ -421,6 +459,11 @@ class _SocketClock:
         return None
 
 
-async def _error_frame(session: WsSession, code: str, text: str) -> None:
+async def _error_frame(
+    session: WsSession, code: str, text: str, *, retry_after: int | None = None
+) -> None:
     """An error for a sender we cannot encrypt to: a JSON frame, not an envelope."""
-    await session.send(orjson.dumps({"error": text, "code": code}))
+    body: dict[str, object] = {"error": text, "code": code}
+    if retry_after is not None:
+        body["retry_after"] = retry_after
+    await session.send(orjson.dumps(body))

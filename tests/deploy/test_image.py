@@ -33,7 +33,7 @@ ENTRYPOINT = ["/opt/mediator/bin/mediator"]
 DRAIN_SECONDS = 8
 STOP_GRACE = 20  # above the drain time, as terminationGracePeriodSeconds must be
 TOKEN = "image-test-token"
-SEED = "5e" * 32
+SEED = "5e0c5cd3b8a04a8b9b2f54c3a1e8d7f60a9b8c7d6e5f40312233445566778899"
 
 
 @pytest.fixture(scope="module")

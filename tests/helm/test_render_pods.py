@@ -383,3 +383,18 @@ def test_no_notifications_by_default(renders: dict[str, Render]) -> None:
         assert all(v["name"] != "notifications" for v in pod["spec"]["volumes"])
         names = {e["name"] for c in pod["spec"]["containers"] for e in c.get("env", [])}
         assert not {n for n in names if "FCM" in n or "APNS" in n or "NOTIFY" in n}
+
+
+def test_trusted_proxies_and_outbound_allow_reach_every_process(helm: Helm) -> None:
+    render = helm.template(
+        sets=[
+            URL,
+            "config.trustedProxies={10.0.0.0/8,fd00::/8}",
+            "config.outboundAllow={10.20.0.0/16,*.agents.svc.cluster.local}",
+        ]
+    )
+    config = render.config()
+    assert config["MEDIATOR_TRUSTED_PROXIES"] == "10.0.0.0/8,fd00::/8"
+    assert config["MEDIATOR_OUTBOUND_ALLOW"] == "10.20.0.0/16,*.agents.svc.cluster.local"
+    plain = helm.template(sets=[URL]).config()
+    assert "MEDIATOR_TRUSTED_PROXIES" not in plain and "MEDIATOR_OUTBOUND_ALLOW" not in plain

@@ -1,7 +1,11 @@
 """ACA-Py 1.7, unmodified, started with `--mediator-invitation` pointing at our invitation:
 it connects (DID Exchange), is granted mediation and registers its keys; then a Credo agent
 connects to it through us and sends it basic messages, which we push to ACA-Py's own
-endpoint (it speaks no pickup protocol). Also across two nodes sharing one Redis."""
+endpoint (it speaks no pickup protocol). Also across two nodes sharing one Redis.
+
+ACA-Py's endpoint is on loopback, which pushes reach only through the allowlist
+(`MEDIATOR_OUTBOUND_ALLOW`): this module's nodes have it, and a database of their own (15),
+so that no node without it (another module's) retries their pushes and refuses them."""
 
 from __future__ import annotations
 
@@ -19,11 +23,22 @@ from mediator.embedded import free_port
 from mediator.engine import keys
 from tests.interop.acapy import AcaPyAgent, acapy_install_dir
 from tests.interop.credo import CredoAgent, credo_install_dir
-from tests.servers import Node
+from tests.servers import Node, RedisUnderTest
 
 pytestmark = pytest.mark.interop
 
 N = 5
+ALLOW_LOOPBACK = {"MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8"}
+
+
+@pytest.fixture(scope="module")
+def db_url(redis_server: RedisUnderTest) -> str:
+    """Database 15 (Redis Cluster has only database 0: a cluster of its own)."""
+    if redis_server.topology == "cluster":
+        return redis_server.isolated_url()
+    if redis_server.topology == "standalone":
+        return redis_server.url.rsplit("/", 1)[0] + "/15"
+    return redis_server.url + "/15"
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +48,20 @@ def installed() -> None:
 
 
 @pytest.fixture(scope="module")
-def mediator(redis_url: str, installed: None) -> Iterator[Node]:
-    node = Node(redis_url)
+def mediator(db_url: str, installed: None) -> Iterator[Node]:
+    node = Node(db_url, **ALLOW_LOOPBACK)
     node.start()
     yield node
     node.stop()
 
 
 @pytest.fixture(scope="module")
-def two_nodes(redis_url: str, installed: None) -> Iterator[tuple[Node, Node]]:
+def two_nodes(db_url: str, installed: None) -> Iterator[tuple[Node, Node]]:
     """Two nodes on one Redis, both configured with B's public endpoint (as behind a load
     balancer); the test hands ACA-Py an invitation naming A, as if the balancer had sent its
     first request there. Its handshake is answered (and the response pushed) by A; its
     mediation, its keys and the senders' forwards go to B."""
-    a, b = Node(redis_url), Node(redis_url)
+    a, b = Node(db_url, **ALLOW_LOOPBACK), Node(db_url, **ALLOW_LOOPBACK)
     for node in (a, b):
         node.env["MEDIATOR_ENDPOINT"] = b.base
     a.start()
@@ -94,7 +109,7 @@ async def _messages_reach_acapy(
 
 
 async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
-    mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], redis_url: str
+    mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], db_url: str
 ) -> None:
     url = await _invitation_url(mediator)
     acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, "acapy")
@@ -102,7 +117,7 @@ async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
     # The keys ACA-Py registered are routed here, to one connection: its own.
     records = (await acapy.get("/mediation/keylists"))["results"]
     assert records, acapy.log_tail()
-    routes = redis.Redis.from_url(redis_url)
+    routes = redis.Redis.from_url(db_url)
     raw = [base58.b58decode(did_key_to_verkey(r["recipient_key"])) for r in records]
     owners = {routes.hget(keys.routes_bucket(k), k) for k in raw}
     routes.close()

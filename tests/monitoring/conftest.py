@@ -29,6 +29,9 @@ FAST = {
     "MEDIATOR_PUSH_RETRY_MIN_SECONDS": "0.2",
     "MEDIATOR_PUSH_RETRY_MAX_SECONDS": "0.5",
     "MEDIATOR_PUSH_TIMEOUT_SECONDS": "2",
+    # The offline wallet's endpoint is on loopback: opened, so that its pushes fail (and
+    # are retried) as an unreachable agent's do, instead of being refused.
+    "MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8",
 }
 
 

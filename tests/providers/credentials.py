@@ -189,8 +189,9 @@ def _name(cn: str) -> x509.Name:
     )
 
 
-def write_tls_cert(folder: Path) -> TlsCert:
-    """Write `ca.pem`, `server.pem` (leaf + CA) and `server.key` into `folder`."""
+def write_tls_cert(folder: Path, names: tuple[str, ...] = ()) -> TlsCert:
+    """Write `ca.pem`, `server.pem` (leaf + CA) and `server.key` into `folder`. With `names`
+    the certificate is for those host names only (no address, not localhost)."""
     now = datetime.datetime.now(datetime.UTC)
     validity = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=7))
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -233,7 +234,8 @@ def write_tls_cert(folder: Path) -> TlsCert:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName(
-                [
+                [x509.DNSName(n) for n in names]
+                or [
                     x509.DNSName("localhost"),
                     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                     x509.IPAddress(ipaddress.ip_address("::1")),

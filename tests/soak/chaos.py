@@ -1,6 +1,8 @@
 """Chaos soak: several nodes, many live recipients, thousands of forwards, and a random node
-killed (SIGKILL) and restarted every few seconds. Prints what was sent, delivered,
-duplicated and lost; exits 1 when anything was lost.
+killed (SIGKILL) and restarted every few seconds. Every forward, delivery and
+acknowledgement goes into a history (tests/soak/history.py) whose checker says what was
+lost, duplicated, reordered; exits 1 when anything was lost, duplicated or stray (reordering
+is reported: a hand-out lost with its node is offered again behind later ones).
 
     python -m tests.soak.chaos --help
     python -m tests.soak.chaos --recipients 300 --messages 5000 --kill-every 4
@@ -8,8 +10,9 @@ duplicated and lost; exits 1 when anything was lost.
 Recipients behave as Credo in live mode does: a WebSocket in live mode on a random node,
 every delivery acknowledged; when the socket drops, a reconnect to a live node, a pickup
 round (`delivery-request` until empty) and live mode again. A forward counts as sent once a
-node answered it 202 ("accepted"); one whose node died before answering is sent again
-elsewhere (it may then arrive twice, as a duplicate with another id: counted apart).
+node answered it 202 ("accepted"); one whose node died before answering is recorded as
+unanswered and sent again elsewhere (it may then arrive twice, under another id: the checker
+allows one copy per attempt).
 """
 
 from __future__ import annotations
@@ -20,22 +23,24 @@ import contextlib
 import random
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
+from websockets.exceptions import ConnectionClosed
 
 from mediator.client import ClientError, Recipient, attachments
 from tests.didcomm_peer import LIVE, Peer, mediator_key
 from tests.servers import TOPOLOGIES, Node, RedisUnderTest
+from tests.soak.history import History
+
+SENDER = "chaos"  # the one sequential sender of the history
 
 
 @dataclass
 class Tally:
-    sent: set[str] = field(default_factory=set)  # content ids answered 202
-    resent: int = 0  # forwards sent again after their node died unanswered
-    delivered: Counter[str] = field(default_factory=Counter)  # content id -> times seen
-    reoffers: int = 0  # the same message id offered again (takeover, deadline)
+    history: History = field(default_factory=History)
+    sent: set[int] = field(default_factory=set)  # sequence numbers answered 202
+    seen: set[int] = field(default_factory=set)  # sequence numbers delivered
     reconnects: int = 0
     kills: int = 0
     late: int = 0  # first seen in the last pickup round: a live wallet waits for its next one
@@ -84,7 +89,6 @@ class Wallet:
         self.cluster, self.med, self.tally = cluster, med, tally
         self.peer: Peer | None = None
         self.key = ""
-        self.offered: set[str] = set()
         self.stopping = False
 
     async def setup(self) -> None:
@@ -98,15 +102,19 @@ class Wallet:
     def _take(self, peer: Peer, delivery: dict, *, last: bool = False) -> list[str]:  # type: ignore[type-arg]
         ids = []
         for mid, body in attachments(delivery):
-            if mid in self.offered:
-                self.tally.reoffers += 1
-            self.offered.add(mid)
             ids.append(mid)
-            content = peer.open(body)["id"]
-            if last and content not in self.tally.delivered:
+            content = peer.open(body)
+            seq = int(content["seq"])
+            if last and seq not in self.tally.seen:
                 self.tally.late += 1
-            self.tally.delivered[content] += 1
+            self.tally.seen.add(seq)
+            self.tally.history.delivered(self.key, mid, str(content["sender"]), seq)
         return ids
+
+    async def _ack(self, peer: Peer, ids: list[str]) -> None:
+        await peer.ack(ids)  # answered: the mediator has deleted them
+        for mid in ids:
+            self.tally.history.acknowledged(self.key, mid)
 
     async def run(self) -> None:
         while not self.stopping:
@@ -116,10 +124,10 @@ class Wallet:
                 delivery = await peer.next_message(wait=1.0)
                 ids = self._take(peer, delivery)
                 if ids:
-                    await peer.ack(ids)
+                    await self._ack(peer, ids)
             except TimeoutError:
                 continue
-            except (ClientError, OSError, ConnectionError):
+            except (ClientError, OSError, ConnectionError, ConnectionClosed):
                 await self._reconnect()
 
     async def _reconnect(self) -> None:
@@ -138,7 +146,7 @@ class Wallet:
                 await peer.send(dict(LIVE, **{"@id": Recipient.new_id()}))
                 self.peer = peer
                 return
-            except (ClientError, OSError, ConnectionError, TimeoutError):
+            except (ClientError, OSError, ConnectionError, ConnectionClosed, TimeoutError):
                 with contextlib.suppress(Exception):
                     await peer.close()
                 await asyncio.sleep(0.3)
@@ -148,7 +156,7 @@ class Wallet:
             ids = self._take(peer, await peer.deliver(), last=last)
             if not ids:
                 return
-            await peer.ack(ids)
+            await self._ack(peer, ids)
 
     async def finish(self) -> None:
         """A last pickup round over HTTP through a live node, as a wallet's next poll would
@@ -166,7 +174,7 @@ class Wallet:
             try:
                 await self._pickup_round(peer, last=True)
                 return
-            except (ClientError, OSError, ConnectionError, httpx.HTTPError):
+            except (ClientError, OSError, ConnectionError, ConnectionClosed, httpx.HTTPError):
                 await asyncio.sleep(0.3)
             finally:
                 await peer.close()
@@ -181,9 +189,8 @@ async def send_all(
     async with httpx.AsyncClient(timeout=5) as client:
         for n in range(count):
             wallet = random.choice(wallets)
-            content_id = f"m{n}"
-            data = sender.wrap(wallet.key, {"id": content_id})
-            for attempt in range(50):
+            data = sender.wrap(wallet.key, {"sender": SENDER, "seq": n})
+            for _ in range(50):
                 try:
                     answer = await client.post(
                         cluster.any_base() + "/",
@@ -191,12 +198,12 @@ async def send_all(
                         headers={"content-type": "application/didcomm-envelope-enc"},
                     )
                 except httpx.HTTPError:  # its node died: perhaps after accepting it
-                    if attempt == 0:
-                        tally.resent += 1
+                    tally.history.unanswered(SENDER, n, wallet.key)
                     await asyncio.sleep(0.1)
                     continue
                 if answer.status_code == 202:
-                    tally.sent.add(content_id)
+                    tally.sent.add(n)
+                    tally.history.accepted(SENDER, n, wallet.key)
                     break
                 await asyncio.sleep(0.1)
             await asyncio.sleep(1 / rate)
@@ -237,7 +244,7 @@ async def soak(args: argparse.Namespace) -> int:
             flush=True,
         )
         deadline = time.monotonic() + args.settle
-        while time.monotonic() < deadline and not tally.sent <= set(tally.delivered):  # noqa: ASYNC110
+        while time.monotonic() < deadline and not tally.sent <= tally.seen:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
         for w in wallets:
             w.stopping = True
@@ -249,16 +256,13 @@ async def soak(args: argparse.Namespace) -> int:
     finally:
         await asyncio.to_thread(cluster.stop)
         redis.stop()
-    lost = tally.sent - set(tally.delivered)
-    duplicated = sum(c - 1 for c in tally.delivered.values() if c > 1)
+    verdict = tally.history.check()
     print(
-        f"sent {len(tally.sent)}  delivered {len(set(tally.delivered) & tally.sent)}  "
-        f"duplicated {duplicated} (re-offers of one id {tally.reoffers}, resent forwards "
-        f"{tally.resent})  lost {len(lost)}  | only in the last pickup round {tally.late}, "
-        f"nodes killed {tally.kills}, reconnects "
-        f"{tally.reconnects}, {time.monotonic() - started:.0f} s"
+        f"chaos: nodes killed {tally.kills}, reconnects {tally.reconnects}, only in the last "
+        f"pickup round {tally.late}, {time.monotonic() - started:.0f} s"
     )
-    return 1 if lost else 0
+    print(verdict.summary())
+    return 1 if verdict.lost or verdict.duplicated or verdict.stray else 0
 
 
 def main(argv: list[str] | None = None) -> int:

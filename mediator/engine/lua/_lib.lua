@@ -268,9 +268,12 @@ end
 -- Remove one stream entry for good (acknowledged first, so nothing is left in the PEL),
 -- counted as `why`: 'exp' (retention) or 'ack' (deleted by id).
 local function purge_entry(Q, sid, msg_id, size, why, now)
-  flight_drop(Q, redis.call('ZSCORE', Q.inflight, sid), now)
+  local score = redis.call('ZSCORE', Q.inflight, sid)
+  -- A write that frees memory first: at maxmemory the server refuses a script whose first
+  -- write may grow memory (HINCRBY), and an acknowledgement is what frees it.
   redis.call('XACK', Q.stream, 'g', sid)
   redis.call('XDEL', Q.stream, sid)
+  flight_drop(Q, score, now)
   redis.call('ZREM', Q.inflight, sid)
   redis.call('HDEL', Q.rc, sid)
   redis.call('HDEL', Q.ids, msg_id)
@@ -339,15 +342,34 @@ end
 -- sender_order the peer used on the thread, counts ours, and keeps the connection's thread
 -- hash `ttl` seconds more. Returns {our sender_order for the reply (0 first), highest seen}.
 local function thread_orders(threads, thid, theirs, ttl)
+  -- Two generations, so that threads no longer used are forgotten while the connection
+  -- stays active (every request opens a thread): `threads` takes the writes and is renamed
+  -- to `<threads>:o` (the previous generation, only read) once it is `ttl` old. A thread
+  -- is kept from `ttl` to twice that after its last message; a field of the previous
+  -- generation is carried into the current one when its thread is used again.
+  ttl = tonumber(ttl)
+  local old = threads .. ':o'
+  local now = int(now_ms() / 1000)
+  local born = tonumber(redis.call('HGET', threads, '@'))
+  if born and now - born >= ttl then
+    redis.call('RENAME', threads, old)
+    redis.call('EXPIRE', old, ttl)
+    born = nil
+  end
+  if not born then redis.call('HSET', threads, '@', now) end
   local seen_field, sent_field = 'r:' .. thid, 's:' .. thid
   theirs = tonumber(theirs)
   local seen = tonumber(redis.call('HGET', threads, seen_field))
-  if not seen or theirs > seen then
-    redis.call('HSET', threads, seen_field, theirs)
-    seen = theirs
+  local sent = redis.call('HGET', threads, sent_field)
+  if not seen and not sent then
+    seen = tonumber(redis.call('HGET', old, seen_field))
+    sent = redis.call('HGET', old, sent_field)
+    if sent then redis.call('HSET', threads, sent_field, sent) end
   end
+  if not seen or theirs > seen then seen = theirs end
+  redis.call('HSET', threads, seen_field, seen)
   local ours = redis.call('HINCRBY', threads, sent_field, 1) - 1
-  redis.call('EXPIRE', threads, tonumber(ttl))
+  redis.call('EXPIRE', threads, 2 * ttl)
   return {ours, seen}
 end
 
@@ -454,7 +476,32 @@ local function note_queued(record, due, member, at)
   return at
 end
 
-local function send_messages(Q, name, defaults, lazy, args, first)
+-- ------------------------------------------------------------------ budgets
+
+-- Take `amount` from a fixed window's budget kept in `key` (an abuse limit). Returns 0 when
+-- taken, else the milliseconds until the window ends (nothing taken). An amount of 0 only
+-- asks whether one more would be taken; the first request of a window is taken whatever its
+-- amount, so something larger than a whole budget is not refused forever.
+local function take_budget(key, amount, budget, window_ms)
+  local used = tonumber(redis.call('GET', key) or '0')
+  if used > 0 and used + math.max(amount, 1) > budget then
+    local left = redis.call('PTTL', key)
+    if left < 0 then
+      redis.call('PEXPIRE', key, window_ms)
+      left = window_ms
+    end
+    return left
+  end
+  if amount > 0 then
+    redis.call('INCRBY', key, amount)
+    if used == 0 then redis.call('PEXPIRE', key, window_ms) end
+  end
+  return 0
+end
+
+-- `per_second`: the most messages the queue takes in a second (forwards to one recipient:
+-- --limit-forwards-per-second; 0: no limit), counted in `<cfg>:fr`.
+local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   local now = now_ms()
   if not exists(Q) then
     if not lazy then return {-1} end
@@ -484,6 +531,10 @@ local function send_messages(Q, name, defaults, lazy, args, first)
     return out
   end
   if n == 0 then return reply(1, -1, 0, 0) end
+  if per_second and per_second > 0 then
+    local wait = take_budget(Q.cfg .. ':fr', n, per_second, 1000)
+    if wait > 0 then return {-6, wait} end
+  end
   local total = 0
   local lim_mb, lim_n, lim_b = limit(c.lim_mb), limit(c.lim_n), limit(c.lim_b)
   for i, base in ipairs(bases) do

@@ -5,8 +5,9 @@
 -- Redis Cluster the caller reads the route, then sends.
 -- KEYS[1] the routes bucket (hash: raw recipient key -> connection)
 -- ARGV[1] the field (raw recipient key)  ARGV[2] the namespace's default settings (msgpack)
--- ARGV[3] space-separated: milliseconds until a phone's notification (0: none), then config
---   fields whose presence the reply reports (a connection's push services, its device token)
+-- ARGV[3] space-separated: the most messages the queue takes per second (0: no limit),
+--   milliseconds until a phone's notification (0: none), then config fields whose presence
+--   the reply reports (a connection's push services, its device token)
 -- ARGV[4 .. 9] one message: id, content type, content encoding, trace id, body, digest ('':
 --   none; else a copy already queued with the same digest is not stored again)
 -- Returns {0}  no route; else {1, name, bits, <send.lua's reply>...}: bit i of `bits` says
@@ -22,15 +23,22 @@ for i, template in ipairs(TEMPLATES) do
   list[i] = string.gsub(key, '%$N', function() return name end)
 end
 local Q = queue_keys(list, 1)
-local r = send_messages(Q, qualified, defaults_of(ARGV[2]), {}, ARGV, 4)
-local present, bit, notify_ms = 0, 1, nil
+local per_second, notify_ms = nil, nil
+local fields = {}
 for f in string.gmatch(ARGV[3], '%S+') do
-  if not notify_ms then
+  if not per_second then
+    per_second = tonumber(f)
+  elseif not notify_ms then
     notify_ms = tonumber(f)
   else
-    if redis.call('HEXISTS', Q.cfg, f) == 1 then present = present + bit end
-    bit = bit * 2
+    fields[#fields + 1] = f
   end
+end
+local r = send_messages(Q, qualified, defaults_of(ARGV[2]), {}, ARGV, 4, per_second)
+local present, bit = 0, 1
+for _, f in ipairs(fields) do
+  if redis.call('HEXISTS', Q.cfg, f) == 1 then present = present + bit end
+  bit = bit * 2
 end
 if r[1] == 1 and notify_ms > 0 and r[4] + r[5] > 0 then
   local at = note_queued(Q.cfg, Q.due, NOTE_MEMBER .. name, r[2] + notify_ms)

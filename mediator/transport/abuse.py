@@ -1,0 +1,194 @@
+"""Abuse limits that hold across the cluster: each is a fixed window's budget kept in Redis
+(`rate.lua`, one script call), so a client that spreads its requests over every node gets
+no more than from one. Over a budget, a request is refused with `RateLimited`, which says
+how long until the window ends (HTTP: 429 and Retry-After).
+
+    handshakes   handshake requests per client address per minute
+    connections  new connections per client address per minute
+    sender-bytes forwarded bytes per sender (its connection, else its address) per minute
+
+Forwards per recipient per second are counted by the send script itself (`_lib.lua`
+`over_rate`), on the forward's own call. The WebSocket's own limits (messages per second,
+sockets per address, the handshake deadline) are the socket's: websocket.py.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from mediator.engine import keys
+from mediator.engine.scripts import Scripts
+from mediator.errors import RateLimited
+from mediator.settings import Settings
+from mediator.transport.client_address import proxy_networks, within
+
+MINUTE_MS = 60_000
+SHARE_OF_BUDGET = 16  # a node counts this share of a sender's budget before asking Redis
+LOCAL_SENDERS = 100_000  # senders a node tallies at once (more: every forward asks Redis)
+
+
+@dataclass(frozen=True)
+class Budget:
+    kind: str
+    amount: int  # per window
+    window_ms: int
+
+
+class Limiter:
+    def __init__(self, scripts: Scripts, settings: Settings) -> None:
+        self.scripts = scripts
+        self.handshakes = Budget("hs", settings.limit_handshakes_per_minute, MINUTE_MS)
+        self.connections = Budget("cn", settings.limit_connections_per_minute, MINUTE_MS)
+        self.sender_bytes = Budget("sb", settings.limit_sender_bytes_per_minute, MINUTE_MS)
+        self._bytes = _LocalTally(self.sender_bytes.amount // SHARE_OF_BUDGET)
+        self.exempt_networks = settings.limit_exempt_networks
+        for setting in (settings.trusted_proxies, settings.limit_exempt_networks):
+            proxy_networks(setting)  # a malformed list stops the node at its start
+
+    def exempt(self, subject: str) -> bool:
+        """Whether `subject` is a client address no per-address limit applies to."""
+        return within(subject, self.exempt_networks)
+
+    async def forwarded(self, sender: str, size: int) -> None:
+        """A sender's forward of `size` bytes, held to its budget of bytes a minute, or
+        RateLimited. Not a Redis call per forward: a node tallies a sender's bytes itself
+        and adds them to the cluster's count once they reach 1/16 of the budget, so the
+        cluster may let through up to that much more per node than the budget."""
+        if self.sender_bytes.amount <= 0 or self.exempt(sender):
+            return
+        now = time.monotonic()
+        blocked = self._bytes.blocked_for(sender, now)
+        if blocked > 0:
+            raise RateLimited(_what["sb"], retry_after=math.ceil(blocked))
+        pending = self._bytes.add(sender, size, now)
+        if pending is None:
+            return
+        try:
+            await self.take(self.sender_bytes, sender, pending)
+        except RateLimited as exc:
+            self._bytes.block(sender, now + exc.retry_after)
+            raise
+
+    async def take(self, budget: Budget, subject: str, amount: int = 1) -> None:
+        """Use `amount` of `subject`'s budget, or raise RateLimited (nothing used)."""
+        if budget.amount <= 0 or self.exempt(subject):
+            return
+        wait_ms = int(
+            await self.scripts.call(
+                "rate",
+                [keys.rate_window(budget.kind, subject)],
+                [amount, budget.amount, budget.window_ms],
+            )
+        )
+        if wait_ms > 0:
+            raise RateLimited(_what[budget.kind], retry_after=math.ceil(wait_ms / 1000))
+
+    async def check(self, budget: Budget, subject: str) -> None:
+        """Refuse when `subject` has used up its budget, without using any of it."""
+        if budget.amount <= 0:
+            return
+        await self.take(budget, subject, 0)
+
+
+_what = {
+    "hs": "too many handshakes from this address: try again later",
+    "cn": "too many new connections from this address: try again later",
+    "sb": "this sender forwarded too many bytes this minute: try again later",
+    "fw": "the recipient is receiving too many messages: try again later",
+}
+
+
+class FrameRate:
+    """The messages one WebSocket may send per second (--websocket-messages-per-second):
+    over it a frame is refused (answered at most once a second), at four times it the
+    socket is closed."""
+
+    TAKE, REFUSE, DROP, CLOSE = "take", "refuse", "drop", "close"
+    CLOSE_FACTOR = 4
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self.reason = f"over {per_second} messages a second on this socket"
+        self.second = -1
+        self.count = 0
+        self.answered = False
+
+    def take(self, now: float) -> str:
+        if self.per_second <= 0:
+            return self.TAKE
+        second = int(now)
+        if second != self.second:
+            self.second, self.count, self.answered = second, 0, False
+        self.count += 1
+        if self.count <= self.per_second:
+            return self.TAKE
+        if self.count > self.CLOSE_FACTOR * self.per_second:
+            return self.CLOSE
+        if self.answered:
+            return self.DROP
+        self.answered = True
+        return self.REFUSE
+
+
+class AddressSockets:
+    """The WebSockets each client address holds open on this node
+    (--websocket-sockets-per-address)."""
+
+    def __init__(self, limit: int, exempt_networks: str = "") -> None:
+        self.limit = limit
+        self.exempt_networks = exempt_networks
+        self.open_by_address: dict[str, int] = {}
+
+    def open(self, address: str) -> bool:
+        """Count a new socket from `address`, or refuse it (nothing counted)."""
+        held = self.open_by_address.get(address, 0)
+        if self.limit > 0 and held >= self.limit and not within(address, self.exempt_networks):
+            return False
+        self.open_by_address[address] = held + 1
+        return True
+
+    def close(self, address: str) -> None:
+        held = self.open_by_address.get(address, 0) - 1
+        if held > 0:
+            self.open_by_address[address] = held
+        else:
+            self.open_by_address.pop(address, None)
+
+
+class _LocalTally:
+    """Bytes each sender forwarded through this node that the cluster's count has not seen
+    yet, for the current minute, and senders refused until a time."""
+
+    def __init__(self, chunk: int) -> None:
+        self.chunk = max(1, chunk)
+        self.minute = -1
+        self.pending: dict[str, int] = {}
+        self.blocked: dict[str, float] = {}
+
+    def add(self, sender: str, size: int, now: float) -> int | None:
+        """Tally `size`; the bytes to add to the cluster's count now, or None (not yet)."""
+        minute = int(now // 60)
+        if minute != self.minute:
+            self.minute = minute
+            self.pending.clear()
+        total = self.pending.pop(sender, 0) + size
+        if total >= self.chunk or len(self.pending) >= LOCAL_SENDERS:
+            return total
+        self.pending[sender] = total
+        return None
+
+    def blocked_for(self, sender: str, now: float) -> float:
+        until = self.blocked.get(sender)
+        if until is None:
+            return 0.0
+        if until <= now:
+            del self.blocked[sender]
+            return 0.0
+        return until - now
+
+    def block(self, sender: str, until: float) -> None:
+        if len(self.blocked) >= LOCAL_SENDERS:
+            self.blocked.clear()
+        self.blocked[sender] = until

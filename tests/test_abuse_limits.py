@@ -1,0 +1,208 @@
+"""Abuse limits, as a stranger meets them: handshakes and new connections per client address,
+forwards per recipient per second, bytes per sender, the WebSocket's own limits, and who a
+client is behind the operator's proxies (never a stranger's X-Forwarded-For)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import websockets
+
+from mediator.client import ClientError, Recipient, Sender
+from mediator.transport.client_address import client_address
+from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key
+from tests.servers import Node, RedisUnderTest
+
+pytestmark = pytest.mark.topology
+
+
+@pytest.fixture(scope="module")
+def limited_redis(redis_server: RedisUnderTest) -> str:
+    return redis_server.isolated_url()
+
+
+def _node(url: str, **env: str) -> Iterator[Node]:
+    node = Node(url, **env).start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def strict(limited_redis: str) -> Iterator[Node]:
+    """A node with small limits behind a "proxy" on 127.0.0.1: a request naming a client in
+    X-Forwarded-For counts against that client; one without (the test's own wallets, from
+    127.0.0.1) against no one (loopback exempt, as by default)."""
+    yield from _node(
+        limited_redis,
+        MEDIATOR_LIMIT_HANDSHAKES_PER_MINUTE="4",
+        MEDIATOR_LIMIT_CONNECTIONS_PER_MINUTE="3",
+        MEDIATOR_LIMIT_FORWARDS_PER_SECOND="5",
+        MEDIATOR_LIMIT_SENDER_BYTES_PER_MINUTE="2000000",
+        MEDIATOR_WEBSOCKET_MESSAGES_PER_SECOND="5",
+        MEDIATOR_WEBSOCKET_SOCKETS_PER_ADDRESS="3",
+        MEDIATOR_WEBSOCKET_HANDSHAKE_SECONDS="1",
+        MEDIATOR_TRUSTED_PROXIES="127.0.0.1/32",
+        MEDIATOR_LIMIT_EXEMPT_NETWORKS="127.0.0.1/32",
+    )
+
+
+async def _exchange(base: str, med: str, forwarded_for: str) -> Recipient:
+    """A new wallet's DID Exchange, coming through a proxy that names it `forwarded_for`."""
+    recipient = Recipient(base, med)
+    channel = recipient.channel
+    assert hasattr(channel, "client")
+    channel.client.headers["x-forwarded-for"] = f"198.51.100.200, {forwarded_for}"
+    await recipient.exchange()
+    return recipient
+
+
+async def test_handshakes_and_connections_per_address_are_limited_cluster_wide(
+    strict: Node, limited_redis: str
+) -> None:
+    med = await mediator_key(strict.base)
+    other = Node(
+        limited_redis,
+        MEDIATOR_LIMIT_CONNECTIONS_PER_MINUTE="3",
+        MEDIATOR_TRUSTED_PROXIES="127.0.0.1/32",
+        MEDIATOR_LIMIT_EXEMPT_NETWORKS="none",
+    ).start()
+    try:
+        # Three connections from one address, over two nodes: the fourth is refused.
+        for base in (strict.base, other.base, strict.base):
+            await (await _exchange(base, med, "203.0.113.7")).close()
+        with pytest.raises(ClientError) as refused:
+            await _exchange(other.base, med, "203.0.113.7")
+        assert refused.value.status == 429
+        body = json.loads(refused.value.body)
+        assert body["code"] == "rate-limited" and 1 <= body["retry_after"] <= 60
+        # Another address behind the same proxy has a budget of its own.
+        await (await _exchange(strict.base, med, "203.0.113.8")).close()
+    finally:
+        other.stop()
+
+
+async def test_a_strangers_forwarded_for_header_is_not_trusted(limited_redis: str) -> None:
+    """Without --trusted-proxies, X-Forwarded-For changes nothing: every request of the
+    test counts against 127.0.0.1, whatever address it claims."""
+    for node in _node(
+        limited_redis,
+        MEDIATOR_LIMIT_HANDSHAKES_PER_MINUTE="2",
+        MEDIATOR_LIMIT_EXEMPT_NETWORKS="none",
+    ):
+        med = await mediator_key(node.base)
+        await (await _exchange(node.base, med, "192.0.2.1")).close()
+        await (await _exchange(node.base, med, "192.0.2.2")).close()
+        with pytest.raises(ClientError) as refused:
+            await _exchange(node.base, med, "192.0.2.3")
+        assert refused.value.status == 429
+
+
+def test_the_client_address_is_the_nearest_untrusted_hop() -> None:
+    headers = [(b"x-forwarded-for", b"1.2.3.4, 10.0.0.5"), (b"x-forwarded-for", b"10.0.0.9")]
+    assert client_address(("10.0.0.2", 1), headers, "10.0.0.0/8") == "1.2.3.4"
+    assert client_address(("10.0.0.2", 1), headers, "") == "10.0.0.2"
+    assert client_address(("8.8.8.8", 1), headers, "10.0.0.0/8") == "8.8.8.8"
+    assert (
+        client_address(("10.0.0.2", 1), [(b"x-forwarded-for", b"junk")], "10.0.0.0/8") == "10.0.0.2"
+    )
+    assert client_address(None, [], "") == "unknown"
+
+
+async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Node) -> None:
+    med = await mediator_key(strict.base)
+    async with Peer(strict.base, med) as flooded, Peer(strict.base, med) as calm:
+        target, other = await flooded.mediate(), await calm.mediate()
+        answers = await asyncio.gather(
+            *(forward(strict.base, med, target, {"n": i}) for i in range(20))
+        )
+        statuses = [a.status_code for a in answers]
+        assert statuses.count(202) >= 5 and statuses.count(429) >= 10
+        limited = next(a for a in answers if a.status_code == 429)
+        assert limited.headers["retry-after"] == "1"
+        assert limited.json()["code"] == "rate-limited"
+        # The other wallet's messages go through meanwhile, and the flooded one's accepted
+        # messages are all there.
+        assert (await forward(strict.base, med, other, {"calm": True})).status_code == 202
+        assert (await flooded.status())["message_count"] == statuses.count(202)
+        await asyncio.sleep(1.1)
+        assert (await forward(strict.base, med, target, {"later": True})).status_code == 202
+
+
+async def test_bytes_per_sender_are_limited(strict: Node) -> None:
+    med = await mediator_key(strict.base)
+    async with Peer(strict.base, med) as peer, httpx.AsyncClient(base_url=strict.base) as http:
+        key = await peer.mediate()
+        data = Sender(med).wrap(key, {"pad": "x" * 150_000})
+        headers = {**ENVELOPE, "x-forwarded-for": "203.0.113.50"}
+        statuses = []
+        for _ in range(20):
+            statuses.append((await http.post("/", content=data, headers=headers)).status_code)
+            await asyncio.sleep(0.21)  # under the per-recipient rate
+        # 2 MB a minute from one sender address: about a dozen 200 KB envelopes (sent
+        # again and again: duplicates are accepted without being stored), then 429s.
+        assert 6 <= statuses.count(202) <= 16
+        assert statuses[-1] == 429
+        # Another sender is not held back by the first one's budget.
+        other = {**ENVELOPE, "x-forwarded-for": "203.0.113.51"}
+        assert (await http.post("/", content=data, headers=other)).status_code == 202
+
+
+async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
+    strict: Node,
+) -> None:
+    url = strict.base.replace("http", "ws", 1)
+    # A socket that sends nothing valid is closed once its deadline passes (1 s here).
+    async with websockets.connect(url) as idle:
+        await idle.send("not an envelope")
+        assert json.loads(await idle.recv())["code"] == "invalid-json"
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(idle.recv(), 5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    # Three sockets from one address; the fourth is closed at once.
+    behind = {"x-forwarded-for": "203.0.113.60"}
+    held = [await websockets.connect(url, additional_headers=behind) for _ in range(3)]
+    try:
+        async with websockets.connect(url, additional_headers={"x-forwarded-for": "203.0.113.61"}):
+            pass  # another address is let in meanwhile
+        async with websockets.connect(url, additional_headers=behind) as extra:
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(extra.recv(), 5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    finally:
+        for ws in held:
+            await ws.close()
+    await asyncio.sleep(0.2)
+    # Over 5 frames a second: one `rate-limited` answer; at four times that, closed.
+    async with websockets.connect(url) as noisy:
+        for _ in range(6):
+            await noisy.send("{}")
+        codes = [json.loads(await noisy.recv())["code"] for _ in range(6)]
+        assert codes.count("rate-limited") == 1
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            for _ in range(30):
+                await noisy.send("{}")
+            while True:
+                await asyncio.wait_for(noisy.recv(), 5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+async def test_an_honest_socket_is_not_closed_by_the_deadline(strict: Node) -> None:
+    med = await mediator_key(strict.base)
+    async with Peer(strict.base, med, "ws") as peer:  # DID Exchange over the socket
+        await peer.mediate()
+        await asyncio.sleep(1.5)
+        assert (await peer.status())["message_count"] == 0
+
+
+async def test_a_frame_over_the_envelope_limit_closes_the_socket(limited_redis: str) -> None:
+    for node in _node(limited_redis, MEDIATOR_MAX_ENVELOPE_BYTES="10000"):
+        url = node.base.replace("http", "ws", 1)
+        async with websockets.connect(url, max_size=None) as ws:
+            await ws.send("x" * 200_000)
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
