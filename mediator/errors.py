@@ -161,16 +161,8 @@ class ProblemReport(DidcommError):
     answers with that status and a JSON body, so a sender learns it even when anonymous.
     """
 
-    def __init__(
-        self,
-        code: str,
-        description: str,
-        *,
-        status: int | None = None,
-        retry_after: int | None = None,
-    ) -> None:
+    def __init__(self, code: str, description: str, *, status: int | None = None) -> None:
         super().__init__(description)
         self.code = code
         self.description = description
         self.status = status
-        self.retry_after = retry_after  # seconds (a 429's Retry-After)

@@ -8,8 +8,9 @@ how long until the window ends (HTTP: 429 and Retry-After).
     sender-bytes forwarded bytes per sender (its connection, else its address) per minute
 
 Forwards per recipient per second are counted by the send script itself (`_lib.lua`
-`over_rate`), on the forward's own call. The WebSocket's own limits (messages per second,
-sockets per address, the handshake deadline) are the socket's: websocket.py.
+`send_messages`, with `take_budget` as `rate.lua` uses it), on the forward's own call. The
+WebSocket's own limits (messages per second, sockets per address, the deadline for a first
+valid message) are kept by each socket (websocket.py, with FrameRate and AddressSockets).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ with a JSON body, or a JSON frame on a WebSocket) and a refused message a proble
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -227,7 +228,7 @@ class Pipeline:
             outcome.problem = True
         except ProblemReport as exc:
             if exc.status is not None and (sender is None or not session.persistent):
-                outcome.refusal = Refusal(exc.status, exc.code, exc.description, exc.retry_after)
+                outcome.refusal = Refusal(exc.status, exc.code, exc.description)
                 return outcome
             if sender is None:
                 outcome.refusal = Refusal(400, exc.code, exc.description)
@@ -235,8 +236,9 @@ class Pipeline:
             ctx.replies = [Reply(problem_report(exc.code, exc.description, message))]
             outcome.problem = True
         if handshake and any(r.message.get("@type", "").endswith("/response") for r in ctx.replies):
-            limiter = self.services.limiter
-            await limiter.take(limiter.connections, session.address)  # a connection was made
+            limiter = self.services.limiter  # a connection was made: counted, not refused now
+            with contextlib.suppress(RateLimited):
+                await limiter.take(limiter.connections, session.address)
         await self._route(ctx, outcome, capacity)
         return outcome
 
