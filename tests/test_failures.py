@@ -6,10 +6,14 @@ duplicated, and each failure must look to wallets and senders as the docs say.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import redis
 
+from tests.didcomm_peer import Peer, attachments, forward, mediator_key
 from tests.netns import require_netns
+from tests.servers import Node, start_binary_server
 from tests.soak.failures import Outcome, run
 
 
@@ -86,3 +90,28 @@ def test_nodes_and_wallets_recover_from_a_redis_restart(
     assert outcome.facts["reconnects"] > 0
     assert outcome.facts["delivered only by the last pickup round"] == {}
     assert not outcome.broken, outcome.summary()
+
+
+async def test_a_wallets_first_pickup_works_at_a_full_redis(tmp_path: Path) -> None:
+    """Its first pickup would write the connection's explicit-pickup flag; at a full Redis
+    that write is refused, and the pickup (which is what frees room) goes on without it."""
+    server = start_binary_server(tmp_path)
+    node = Node(server.url).start()
+    try:
+        med = await mediator_key(node.base)
+        async with Peer(node.base, med) as peer:
+            key = await peer.mediate()
+            for i in range(3):
+                assert (await forward(node.base, med, key, {"n": i})).status_code == 202
+            r = redis.Redis.from_url(server.url)
+            r.config_set("maxmemory-policy", "noeviction")
+            r.config_set("maxmemory", r.info("memory")["used_memory"] - 100_000)
+            assert (await forward(node.base, med, key, {"n": 3})).status_code == 507
+            delivery = await peer.deliver()
+            got = attachments(delivery)
+            assert sorted(peer.open(body)["n"] for _, body in got) == [0, 1, 2]
+            after = await peer.ack([mid for mid, _ in got])
+            assert after is not None and after["message_count"] == 0
+    finally:
+        node.stop()
+        server.stop()

@@ -6,6 +6,8 @@ import base64
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from redis.exceptions import OutOfMemoryError
+
 from mediator.didcomm.keys import normalize_key
 from mediator.errors import InvalidKey, ProblemReport
 from mediator.mediation.store import Connection
@@ -31,7 +33,10 @@ async def explicit_pickup(ctx: Context) -> Connection:
     connection = ctx.require_mediation()
     ctx.session.explicit_pickup = True
     if not connection.explicit_pickup:
-        await ctx.services.store.mark_explicit_pickup(connection.verkey)
+        try:
+            await ctx.services.store.mark_explicit_pickup(connection.verkey)
+        except OutOfMemoryError:  # Redis is full: the pickup, which frees room, goes on
+            return connection  # (this socket knows; the record learns on a later pickup)
         connection = ctx.connection = replace(connection, explicit_pickup=True)
     return connection
 
