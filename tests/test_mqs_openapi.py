@@ -49,10 +49,10 @@ def node(storage: str) -> Iterator[Node]:
 
 
 def _findings(
-    node: Node, storage: str, phases: tuple[str, ...], max_examples: int
+    node: Node, storage: str, phases: tuple[str, ...], max_examples: int, seed: int = SEED
 ) -> tuple[dict[str, int], set[str]]:
     _flush(storage)
-    schema = fuzz_mqs.load(node.base, TOKEN, seed=SEED, max_examples=max_examples, phases=phases)
+    schema = fuzz_mqs.load(node.base, TOKEN, seed=seed, max_examples=max_examples, phases=phases)
     seen: set[str] = set()
     totals = fuzz_mqs.execute(schema, seen=seen)
     return totals, seen
@@ -158,8 +158,10 @@ def test_stateful_sequences_find_no_mismatch(node: Node, storage: str):
     delete queue, and checks use-after-free and resource availability on the way."""
     started = time.monotonic()
     reached: dict[str, int] = {}
-    for _ in range(3):  # the walk's choices follow the answers: up to 3 walks to reach the end
-        totals, findings = _findings(node, storage, ("stateful",), max_examples=40)
+    # A walk rarely chains a valid send, a receive and a delete of that message (half of the
+    # generated requests are invalid on purpose): walks with other seeds until one has.
+    for walk in range(6):
+        totals, findings = _findings(node, storage, ("stateful",), 40, seed=SEED + walk)
         assert findings == set()
         assert totals["failures"] == 0 and totals["5xx"] == 0 and totals["errors"] == 0, totals
         assert totals["stateful"] >= 100, totals
