@@ -60,6 +60,7 @@ class Endpoint(LocalServer):
         self.received: list[bytes] = []
         self.refused = 0
         self.status = 200
+        self.delay = 0.0  # seconds each post takes to answer (a slow agent)
         self.content_types: set[str] = set()
         super().__init__(Starlette(routes=[Route("/", self._post, methods=["POST"])]))
         self.url += "/"
@@ -71,6 +72,7 @@ class Endpoint(LocalServer):
             self.refused += 1
             return Response(status_code=self.status)
         self.received.append(body)
+        await asyncio.sleep(self.delay)
         return Response(status_code=self.status)
 
 
@@ -254,3 +256,28 @@ async def test_a_push_another_node_began_is_retried_by_a_worker_after_it_dies(
         await wallet.close()
     finally:
         x.stop()
+
+
+async def test_forwards_through_two_nodes_are_pushed_in_queue_order(
+    dc_node: Node, med: str, endpoint: Endpoint
+) -> None:
+    """Forwards for one pushed connection arrive alternately at two nodes while a slow
+    endpoint takes each post: one pusher at a time, so the endpoint gets them in order."""
+    other = Node(dc_node.env["MEDIATOR_REDIS_URL"], **ALLOW_LOOPBACK)
+    await asyncio.to_thread(other.start)
+    try:
+        wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+        await wallet.mediate_request()
+        key = await wallet.register_key()
+        endpoint.delay = 0.03
+        sender = Sender(med)
+        count = 40
+        for n in range(count):  # each 202 comes before the next send: the queue's order
+            await sender.send_to(key, {"n": n}, (dc_node, other)[n % 2].base)
+        await until(lambda: len(endpoint.received) >= count, timeout=20)
+        await asyncio.sleep(0.5)  # nothing more comes
+        assert [opened(wallet, b)["n"] for b in endpoint.received] == list(range(count))
+        assert (await wallet.status())["message_count"] == 0
+        await wallet.close()
+    finally:
+        other.stop()

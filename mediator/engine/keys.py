@@ -268,12 +268,17 @@ class ConnectionKeys:
     threads: str  # hash: per-thread sender orders (RFC 0008), with a sliding expiry
     presence: str  # string "<node>/<socket>" holding its live socket
     device: str  # string: its phone's device token (mediator/notify), apart from the record
+    push: str  # string, short-lived: which pusher holds its push (mediator/mediation/push.py)
 
 
 def connection_keys(verkey: str) -> ConnectionKeys:
     base = queue_keys(f"{DIDCOMM_NAMESPACE}:{verkey}").cfg
     return ConnectionKeys(
-        record=base, threads=base + ":t", presence=base + ":p", device=base + ":d"
+        record=base,
+        threads=base + ":t",
+        presence=base + ":p",
+        device=base + ":d",
+        push=base + ":pl",
     )
 
 

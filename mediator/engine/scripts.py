@@ -51,6 +51,7 @@ NAMES = (
     "acknowledge",
     "notify",
     "rate",
+    "push_lease",
 )
 
 

@@ -10,6 +10,12 @@ holding that shard retries it.
 Before a push starts, the schedule is set to a guard time past the delivery deadline, so
 a node that dies mid-push leaves the retry to a worker.
 
+One pusher at a time per connection, cluster-wide: a push holds the connection's push lease
+(`push_lease.lua`, renewed with each batch, as long as the guard). A node that sees a
+forward while another holds it only marks the lease, and the holder pushes once more before
+it lets go; without this, two nodes pushing one queue at once would post its messages out
+of order (each takes the messages the other has not hidden yet).
+
 Endpoints are calls to destinations a peer named (mediator.outbound): one that resolves to
 a loopback, private, metadata... address outside `--outbound-allow` is refused, and a
 refusal is permanent for that push: its messages are released for pickup, no retry is
@@ -23,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Literal
 
@@ -34,6 +41,7 @@ from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
 from mediator.engine.model import ReceivedMessage
+from mediator.engine.scripts import Scripts
 from mediator.errors import AnswerTooLarge, OutboundError, OutboundRefused
 from mediator.mediation import record as rec
 from mediator.mediation.mailbox import Mailbox, queue_of
@@ -70,6 +78,8 @@ class Pusher:
         self.http = outbound.client(settings, peers=True)
         self.guard = outbound.Guard(settings, peers=True)
         self.tls = outbound.tls_context(settings)
+        self.scripts = Scripts(redis)
+        self.id = uuid.uuid4().hex[:16]  # this pusher's name on the leases it holds
         self._refusals: dict[str, float] = {}  # endpoint -> until when it is not logged again
         self._targets: dict[str, tuple[tuple[Service, ...], float]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -136,22 +146,41 @@ class Pusher:
                 await asyncio.sleep(delay)
             while True:
                 self._again.discard(connection)
+                if not await self._lease(connection, "take"):
+                    break  # another node pushes it; it was asked to go once more
                 if not await self._push_queue(connection, services):
+                    await self._lease(connection, "drop")
                     break
-                if connection not in self._again:
+                if not await self._lease(connection, "give") and connection not in self._again:
                     break
         except STORAGE_ERRORS as exc:
             log.warning("push to %s stopped: %s (a worker retries it)", connection, exc)
         except Exception:
             log.exception("push to %s failed unexpectedly", connection)
 
+    def _guard_ms(self) -> int:
+        """How long a push may go unheard of before a worker takes it over."""
+        guard_s = self.settings.delivery_timeout_seconds + self.settings.push_timeout_seconds
+        return int(guard_s * 1000)
+
+    async def _lease(self, connection: str, op: Literal["take", "give", "drop"]) -> bool:
+        lease = keys.connection_keys(connection).push
+        held = await self.scripts.call("push_lease", [lease], [self.id, self._guard_ms(), op])
+        return bool(held)
+
     async def _push_queue(self, connection: str, services: tuple[Service, ...]) -> bool:
-        """Push until the queue is empty (True) or the endpoint fails (False, retry set)."""
+        """Push until the queue is empty (True) or the endpoint fails (False, retry set).
+        The caller holds the push lease."""
         record = keys.connection_keys(connection).record
         now = await self.mailbox.now_ms()
-        guard_s = self.settings.delivery_timeout_seconds + self.settings.push_timeout_seconds
-        await self._schedule(connection, now + int(guard_s * 1000))
+        await self._schedule(connection, now + self._guard_ms())
+        first = True
         while True:
+            if not first:  # a long queue: the lease and the guard move on with each batch
+                if not await self._lease(connection, "take"):
+                    return True  # it ran out (a stalled node) and another pusher took over
+                await self._schedule(connection, now + self._guard_ms())
+            first = False
             got = await self.mailbox.deliver(connection, BATCH)
             messages, now = got.messages, got.now_ms
             if not messages:
