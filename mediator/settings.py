@@ -64,6 +64,13 @@ class Settings:
             secret=True,
         ),
     )
+    redis_sentinel_auth: bool = field(
+        default=False,
+        metadata=_opt(
+            "Send --redis-password to the sentinels too (a redis+sentinel:// URL's "
+            "sentinel_password), as sentinels started with a password need."
+        ),
+    )
     wait_replicas: int = field(
         default=0,
         metadata=_opt(
@@ -661,7 +668,11 @@ class Settings:
                     "a Redis password needs --redis-url (the embedded server has none)"
                 )
             url = url_with_password(self.redis_url, self.redis_password)
+            if self.redis_sentinel_auth:
+                url = sentinel_url_with_password(url, self.redis_password)
             object.__setattr__(self, "redis_url", url)
+        elif self.redis_sentinel_auth:
+            raise ConfigError("--redis-sentinel-auth sends --redis-password: give one")
 
     @functools.cached_property
     def tokens(self) -> frozenset[str]:
@@ -791,6 +802,17 @@ def url_with_password(url: str, password: str) -> str:
         creds, _, netloc = netloc.rpartition("@")
         user = creds.partition(":")[0]
     return f"{scheme}://{user}:{quote(password, safe='')}@{netloc}{slash}{tail}"
+
+
+def sentinel_url_with_password(url: str, password: str) -> str:
+    """A redis+sentinel:// `url` whose sentinels are asked with `password` too."""
+    scheme, _, rest = url.partition("://")
+    if "+sentinel" not in scheme.lower():
+        raise ConfigError("--redis-sentinel-auth needs a redis+sentinel:// URL")
+    rest, _, query = rest.partition("?")
+    params = [p for p in query.split("&") if p and not p.startswith("sentinel_password=")]
+    params.append("sentinel_password=" + quote(password, safe=""))
+    return f"{scheme}://{rest}?{'&'.join(params)}"
 
 
 def _check_seed(seed: str) -> None:

@@ -35,7 +35,7 @@ import nacl.bindings as sodium
 import nacl.exceptions
 import orjson
 
-from mediator.didcomm.keys import KeyPair, normalize_key, x25519_of
+from mediator.didcomm.keys import KEY_CACHE, KeyPair, normalize_key, x25519_of
 from mediator.errors import EnvelopeError, InvalidKey, NotAddressedHere
 from mediator.randomness import random_bytes
 
@@ -135,18 +135,18 @@ def _recipient(cek: bytes, verkey: str, sender: KeyPair | None) -> dict[str, Any
     }
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def _shared_key(public: bytes, secret: bytes) -> bytes:
     """The crypto_box key of two X25519 keys (one Diffie-Hellman, then reused)."""
     return bytes(sodium.crypto_box_beforenm(public, secret))
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def _sealed_sender(verkey_b58: str, target: bytes) -> str:
     return b64url_encode(sodium.crypto_box_seal(verkey_b58.encode(), target))
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def _open_sender(sealed: bytes, public: bytes, secret: bytes) -> bytes:
     return bytes(sodium.crypto_box_seal_open(sealed, public, secret))
 

@@ -8,7 +8,7 @@ import hashlib
 import hmac
 import secrets
 
-from mediator.didcomm.keys import KeyPair
+from mediator.didcomm.keys import KEY_CACHE, KeyPair
 from mediator.engine import keys
 from mediator.errors import ConfigError
 from mediator.storage.clients import RedisClient
@@ -36,7 +36,7 @@ def from_seed_setting(seed_setting: str) -> KeyPair:
     return KeyPair.from_seed(seed)
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def connection_key(identity: KeyPair, their_verkey: str) -> KeyPair:
     """Our key on the connection with `their_verkey`: HMAC-SHA256 of their key under our
     seed. A wallet that connects twice then sees a different key each time (Credo drops

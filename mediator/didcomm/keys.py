@@ -18,6 +18,11 @@ import nacl.signing
 from mediator.errors import InvalidKey
 
 DID_KEY = "did:key:"
+# Entries in each cache of work that recurs per key (conversions, Diffie-Hellman, our
+# per-connection keys): the most recently used keys of about that many connections. A
+# full set of these caches holds about 40 MiB per node, and keys a stranger makes up only
+# push older entries out (measured in docs/security.md).
+KEY_CACHE = 16384
 ED25519_MULTICODEC = b"\xed\x01"  # varint of 0xed, ed25519-pub
 X25519_MULTICODEC = b"\xec\x01"  # varint of 0xec, x25519-pub
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -100,12 +105,12 @@ def _verkey_bytes(verkey_b58: str) -> bytes:
     return raw
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def verkey_to_did_key(verkey_b58: str) -> str:
     return DID_KEY + "z" + b58encode(ED25519_MULTICODEC + _verkey_bytes(verkey_b58))
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def did_key_to_verkey(did: str) -> str:
     """The base58 verkey of `did:key:z6Mk…`, with or without a `#fragment`."""
     if not isinstance(did, str):
@@ -133,7 +138,7 @@ def normalize_key(value: object) -> str:
     return _normalize(value)
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def _normalize(value: str) -> str:
     if value.startswith("did:"):
         return did_key_to_verkey(value)
@@ -141,7 +146,7 @@ def _normalize(value: str) -> str:
     return value  # base58 text and its bytes map one to one: the text is already canonical
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def x25519_of(verkey_b58: str) -> bytes:
     """The X25519 key of a base58 Ed25519 verkey (peers' keys recur: converted once)."""
     return ed25519_to_x25519_public(_verkey_bytes(verkey_b58))

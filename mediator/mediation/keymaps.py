@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import functools
 
-from mediator.didcomm.keys import b58decode
+from mediator.didcomm.keys import KEY_CACHE, b58decode
 from mediator.errors import InvalidKey
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=KEY_CACHE)
 def raw_key(verkey: str) -> bytes:
     """The 32 bytes of a base58 verkey."""
     return b58decode(verkey)
