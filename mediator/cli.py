@@ -90,12 +90,13 @@ def serve(**options: Any) -> None:
 
     from mediator.app import create_app
     from mediator.embedded import EmbeddedServer
-    from mediator.ops import logs
+    from mediator.ops import allocator, logs
     from mediator.storage.target import parse as parse_redis_url
     from mediator.transport.socket_protocol import LeanWebSocketProtocol
 
     settings = _build(options)
     logs.configure(settings.log_level, settings.resolved_node_id)
+    allocator.tune()
     embedded = None
     url = settings.redis_url
     try:
@@ -166,7 +167,7 @@ def worker(check: bool, **options: Any) -> None:
     if not settings.redis_url:
         click.echo("error: mediator worker needs --redis-url / MEDIATOR_REDIS_URL", err=True)
         sys.exit(2)
-    from mediator.ops import logs
+    from mediator.ops import allocator, logs
     from mediator.storage.target import parse as parse_redis_url
 
     try:
@@ -175,6 +176,7 @@ def worker(check: bool, **options: Any) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     logs.configure(settings.log_level, settings.resolved_node_id)
+    allocator.tune()
     try:
         asyncio.run(_run_worker(settings))
     except MediatorError as exc:

@@ -13,6 +13,7 @@ table written last: a snapshot whose cluster rows are missing did not finish.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,7 @@ class SnapshotResult:
 def run(options: SnapshotOptions) -> SnapshotResult:
     started = time.monotonic()
     _check(options)
-    target = parse(options.redis_url)
+    target = parse(_with_password(options.redis_url))
     when = (options.snapshot_time or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     when = when.replace(microsecond=0)
 
@@ -197,6 +198,13 @@ def _hash_key(topology: Topology, path: str | None) -> bytes:
         return pseudonyms.derive(bytes.fromhex(seed))
     except ValueError:
         raise ConfigError("MEDIATOR_KEY_SEED must be 64 hexadecimal characters") from None
+
+
+def _with_password(url: str) -> str:
+    """`url` with the password of MEDIATOR_REDIS_PASSWORD or MEDIATOR_REDIS_PASSWORD_FILE
+    (and MEDIATOR_REDIS_SENTINEL_AUTH), spliced in as the nodes do: the job reads its
+    secrets from the same files."""
+    return Settings.from_environment({**os.environ, "MEDIATOR_REDIS_URL": url}).redis_url
 
 
 def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:

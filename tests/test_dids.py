@@ -116,6 +116,29 @@ def test_a_long_did_peer_4_from_the_reference_library_resolves_here() -> None:
     assert did_peer.short_numalgo4(did) == did_peer_4.long_to_short(did)
 
 
+def test_a_did_peer_4_with_many_services_resolves_whole() -> None:
+    """Documents are decoded by halves (a digit-by-digit base58 decode is quadratic): a
+    did:peer:4 near the 2,048 characters a handshake takes, from the reference library,
+    comes back whole; a longer one is refused, saying why."""
+
+    def did_with(services: int) -> tuple[str, dict[str, Any]]:
+        doc = _input_doc(KeyPair.generate(), "http://agent.example/")
+        doc["service"] = [
+            {**doc["service"][0], "id": f"#d-{i}", "serviceEndpoint": f"https://a{i}.example/"}
+            for i in range(services)
+        ]
+        return did_peer_4.encode(doc), doc
+
+    did, doc = did_with(7)
+    assert 1_500 < len(did) <= 2_048
+    resolved = did_peer.resolve_numalgo4(did)
+    assert resolved == {**doc, "id": did}  # what the reference library encoded, whole
+    assert [s.endpoint for s in parse_doc(resolved, did).services][-1] == "https://a6.example/"
+    long_did, _ = did_with(40)
+    with pytest.raises(DidError, match="longer than 2048"):
+        parse_doc(did_peer.resolve_numalgo4(long_did), long_did)
+
+
 def test_we_answer_a_did_exchange_request_with_a_whole_document() -> None:
     """Credo 0.6+ keeps typed services only from whole documents (did:peer:1 with its
     attachment, long did:peer:4): a did:peer:1 request gets our did:peer:1, a did:peer:2 or

@@ -168,8 +168,10 @@ def parse_doc(doc: Any, did: str | None = None) -> PeerDoc:
         raise DidError("a DID document must be a JSON object")
     doc_id = doc.get("id")
     did = did or (doc_id if isinstance(doc_id, str) else "")
-    if not did or len(did) > _MAX_TEXT:
+    if not did:
         raise DidError("the DID document has no id")
+    if len(did) > _MAX_TEXT:
+        raise DidError(f"the DID is longer than {_MAX_TEXT} characters")
     keys = _Keys(did, doc)
     services = []
     for raw in _list(doc.get("service"), "service"):

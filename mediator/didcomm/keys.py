@@ -19,10 +19,12 @@ from mediator.errors import InvalidKey
 
 DID_KEY = "did:key:"
 # Entries in each cache of work that recurs per key (conversions, Diffie-Hellman, our
-# per-connection keys): the most recently used keys of about that many connections. A
-# full set of these caches holds about 40 MiB per node, and keys a stranger makes up only
-# push older entries out (measured in docs/security.md).
-KEY_CACHE = 16384
+# per-connection keys): the keys of about that many recently active connections, which is
+# what a wallet's burst of messages needs. All of them full hold about 10 MiB per node (2.4
+# KiB per connection); keys a stranger makes up only push older entries out. At 65,536
+# entries each the caches took about 150 MiB, and fuzzing showed a node's memory growing
+# for a million inputs before they were full (docs/security.md).
+KEY_CACHE = 4096
 ED25519_MULTICODEC = b"\xed\x01"  # varint of 0xed, ed25519-pub
 X25519_MULTICODEC = b"\xec\x01"  # varint of 0xec, x25519-pub
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
