@@ -129,21 +129,74 @@ def env_value(container: Doc, name: str) -> Doc:
     return found[0]
 
 
-def expand(container: Doc, name: str, secrets: dict[str, str]) -> str:
-    """An env var's value as Kubernetes gives it to the process: `$(VAR)` replaced by the
-    value of a variable defined before it (secrets: values of secretKeyRef'd variables)."""
-    known: dict[str, str] = {}
+def secret_refs(container: Doc) -> dict[str, tuple[str, str]]:
+    """The container's variables Kubernetes fills from a Secret: name -> (Secret, key)
+    (`envFrom` Secrets as `*`)."""
+    refs = {
+        e["name"]: (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+        for e in container.get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    for source in container.get("envFrom", []):
+        if "secretRef" in source:
+            refs[f"{source.get('prefix', '')}*"] = (source["secretRef"]["name"], "*")
+    return refs
+
+
+def secret_file(pod: Doc, container: Doc, path: str) -> tuple[str, str]:
+    """The Secret and key whose value the container reads at `path`: a file of a mounted
+    `secret` volume (its items, else every key under its own name) or of a `projected`
+    volume's secret sources. Fails when no mounted Secret gives that file."""
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    for mount in container.get("volumeMounts", []):
+        folder = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(folder):
+            continue
+        name = path[len(folder) :]
+        volume = volumes[mount["name"]]
+        if "secret" in volume:
+            sources = [{"name": volume["secret"]["secretName"], **volume["secret"]}]
+        else:
+            sources = [s["secret"] for s in volume.get("projected", {}).get("sources", [])]
+        for source in sources:
+            items = source.get("items")
+            if items is None:
+                return source["name"], name
+            for item in items:
+                if item["path"] == name:
+                    return source["name"], item["key"]
+    raise AssertionError(f"no mounted Secret gives {path}")
+
+
+def process_environment(
+    render: Render, pod: Doc, container: Doc, secrets: dict[tuple[str, str], str], folder: Path
+) -> dict[str, str]:
+    """The environment the container's process gets, as Kubernetes gives it: the ConfigMap,
+    then `env` with `$(VAR)` expanded and secretKeyRefs filled from `secrets` ((Secret, key)
+    -> value). Each *_FILE variable naming a mounted Secret file that `secrets` has a value
+    for then names a copy of that file written under `folder`."""
+    env = dict(render.config())
     for entry in container["env"]:
         if "value" in entry:
-            value = re.sub(
-                r"\$\((\w+)\)", lambda m: known.get(m.group(1), m.group(0)), entry["value"]
+            env[entry["name"]] = re.sub(
+                r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), entry["value"]
             )
         else:
-            value = secrets.get(entry["name"], "")
-        known[entry["name"]] = value
-        if entry["name"] == name:
-            return value
-    raise KeyError(name)
+            ref = entry["valueFrom"]["secretKeyRef"]
+            env[entry["name"]] = secrets[(ref["name"], ref["key"])]
+    for name, path in list(env.items()):
+        if not name.endswith("_FILE"):
+            continue
+        try:
+            source = secret_file(pod, container, path)
+        except AssertionError:
+            continue
+        if source in secrets:
+            local = folder / path.lstrip("/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(secrets[source])
+            env[name] = str(local)
+    return env
 
 
 def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from tests.helm.chart import Helm, RenderError, ci
@@ -28,6 +30,21 @@ def test_url_from_an_existing_secret_needs_no_redis_url(helm: Helm) -> None:
     )
 
     assert render.of_kind("Deployment")
+
+
+def test_a_password_of_any_characters_renders_with_the_snapshot(helm: Helm) -> None:
+    """The mediator escapes the password from its file into the URL, the capacity snapshot
+    too (what each then reads: tests/helm/test_render_pods.py): no character is refused,
+    capacity.enabled or not, and the Secret holds the password as it was given."""
+    password = "p@ss/w:rd%?#&x"
+    render = helm.template(sets=[URL, "redis.password=" + password, "capacity.enabled=true"])
+    [secret] = render.of_kind("Secret")
+    snapshot = render.component("CronJob", "capacity-snapshot")
+    [box] = snapshot["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+
+    assert base64.b64decode(secret["data"]["redis-password"]).decode() == password
+    assert {e["name"] for e in box["env"]} >= {"MEDIATOR_REDIS_URL", "MEDIATOR_REDIS_PASSWORD_FILE"}
+    assert password not in render.text.replace(secret["data"]["redis-password"], "")
 
 
 def test_drain_longer_than_the_grace_period(helm: Helm) -> None:
@@ -64,7 +81,27 @@ def test_every_problem_in_one_message(helm: Helm) -> None:
             id="password-twice",
         ),
         pytest.param(
-            [URL, "redis.password=p@ss/word"], "may hold only letters, digits", id="unsafe"
+            ["redis.url=redis://app@redis:6379/0", "redis.username=other"],
+            "holds user info (…@host) while redis.username names the user",
+            id="user-twice",
+        ),
+        pytest.param(
+            ["redis.url=redis://:pw@redis:6379/0", "redis.existingSecret=valkey"],
+            "while the password comes from redis.existingSecret",
+            id="password-in-url-and-secret",
+        ),
+        pytest.param(
+            ["redis.url=unix:///run/redis.sock", "redis.password=pw"],
+            "a unix:// URL cannot carry a password here",
+            id="unix-password",
+        ),
+        pytest.param(
+            [URL, "config.extra.REDIS_PASSWORD=leak"], "is a secret", id="password-in-config"
+        ),
+        pytest.param(
+            [URL, "config.extra.NOTIFY_WEBHOOK_SECRET=leak"],
+            "is a secret",
+            id="webhook-secret-in-config",
         ),
         pytest.param(
             [URL, "redis.password=a", "redis.existingSecret=s"],

@@ -363,10 +363,28 @@ def test_capacity_jobs_on_a_volume(renders: dict[str, Render]) -> None:
         assert {"name": "data", "mountPath": "/data"} in box["volumeMounts"]
         assert {"name": "HOME", "value": "/tmp"} in box["env"]
         assert box["resources"]["limits"]["memory"] == "4Gi"
+    # The snapshot reads Redis, the password and the key seed from their files
+    # (tests/helm/test_render_pods.py); the report reads none, and no job the API tokens.
     names = {e["name"] for e in snap["env"]}
-    assert {"REDIS_PASSWORD", "MEDIATOR_REDIS_URL", "MEDIATOR_KEY_SEED"} <= names
-    assert "MEDIATOR_API_TOKENS" not in names
-    assert "MEDIATOR_REDIS_URL" not in {e["name"] for e in rep["env"]}
+    assert {"MEDIATOR_REDIS_URL", "MEDIATOR_REDIS_PASSWORD_FILE", "MEDIATOR_KEY_SEED_FILE"} <= names
+    assert not names & {
+        "REDIS_PASSWORD",
+        "MEDIATOR_REDIS_PASSWORD",
+        "MEDIATOR_API_TOKENS",
+        "MEDIATOR_API_TOKENS_FILE",
+        "MEDIATOR_KEY_SEED",
+    }
+    assert {"name": "secrets", "mountPath": "/etc/mediator/secrets", "readOnly": True} in snap[
+        "volumeMounts"
+    ]
+    rep_names = {e["name"] for e in rep["env"]}
+    assert not rep_names & {
+        "MEDIATOR_REDIS_URL",
+        "REDIS_PASSWORD",
+        "MEDIATOR_REDIS_PASSWORD_FILE",
+        "MEDIATOR_KEY_SEED_FILE",
+    }
+    assert all(m["name"] != "secrets" for m in rep["volumeMounts"])
 
 
 def test_capacity_history_in_an_object_store(renders: dict[str, Render]) -> None:

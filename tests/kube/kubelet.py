@@ -13,7 +13,11 @@ Where this differs from a node, and why:
   own (127.0.0.N), and "all addresses" (`0.0.0.0`) in its variables and arguments means
   that one, so two pods can both listen on 8080;
 - volumes are folders of the test's: a path under a volume's mountPath, in an argument or
-  a variable, is rewritten to that folder (emptyDir and PVC alike);
+  a variable, is rewritten to that folder (emptyDir and PVC alike); a `secret` or
+  `projected` volume's folder holds its Secrets' keys as files, written as a kubelet writes
+  them (each item's path, its mode or the volume's defaultMode, the pod's fsGroup as their
+  group), and a key or Secret it names that is missing, unless optional, stops the pod from
+  being made at all (`VolumeError`), as a kubelet never starts it;
 - as processes, the image's files are the test's virtual environment:
   `/opt/mediator/bin/<tool>` runs `<venv>/bin/<tool>`; from the image (`ImageRuntime`), the
   container runs with podman on the host's network, with the spec's user, read-only root,
@@ -23,6 +27,7 @@ Where this differs from a node, and why:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -44,6 +49,11 @@ ENTRYPOINT = ["/opt/mediator/bin/mediator"]
 CMD = ["serve", "--host", "0.0.0.0"]
 
 Doc = dict[str, Any]
+
+
+class VolumeError(Exception):
+    """A volume could not be set up (a kubelet's MountVolume.SetUp failed): the pod stays in
+    ContainerCreating and none of its containers runs."""
 
 
 def by_kind(docs: list[Doc], kind: str) -> list[Doc]:
@@ -282,15 +292,59 @@ class Pod:
     def __post_init__(self) -> None:
         self.mounts: dict[str, Path] = {}
         spec = self.template["spec"]
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
         for c in spec["containers"]:
             for mount in c.get("volumeMounts") or []:
                 folder = self.root / mount["name"]
                 folder.mkdir(parents=True, exist_ok=True)
                 self.mounts[mount["mountPath"].rstrip("/")] = folder
+        for name, volume in volumes.items():
+            if "secret" in volume or "projected" in volume:
+                self._write_secret_volume(volume, self.root / name)
         if self.runtime is None:
             self.containers = [Container(self, c) for c in spec["containers"]]
         else:
             self.containers = [ImageContainer(self, c, self.runtime) for c in spec["containers"]]
+
+    def _write_secret_volume(self, volume: Doc, folder: Path) -> None:
+        """The files of a `secret` volume, or of a `projected` one's secret sources."""
+        if "secret" in volume:
+            spec = volume["secret"]
+            default = int(spec.get("defaultMode", 0o644))
+            sources = [{"name": spec["secretName"], **spec}]
+        else:
+            default = int(volume["projected"].get("defaultMode", 0o644))
+            sources = []
+            for source in volume["projected"].get("sources") or []:
+                if set(source) != {"secret"}:
+                    raise ValueError(f"projected source {source} is not supported here")
+                sources.append(source["secret"])
+        group = (self.template["spec"].get("securityContext") or {}).get("fsGroup")
+        folder.mkdir(parents=True, exist_ok=True)
+        for source in sources:
+            optional = bool(source.get("optional"))
+            try:
+                data = self.cluster.secret(source["name"])
+            except KeyError:
+                if optional:
+                    continue
+                raise VolumeError(f"secret {source['name']!r} not found") from None
+            items = source.get("items")
+            if items is None:
+                items = [{"key": key, "path": key} for key in data]
+            for item in items:
+                if item["key"] not in data:
+                    if optional:
+                        continue
+                    raise VolumeError(f"couldn't find key {item['key']} in Secret {source['name']}")
+                path = folder / item["path"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(data[item["key"]])
+                path.chmod(int(item.get("mode", default)))
+                if group is not None:
+                    # as a kubelet: the pod's fsGroup owns the files (this needs root)
+                    with contextlib.suppress(PermissionError):
+                        os.chown(path, -1, int(group))
 
     @property
     def grace(self) -> float:
@@ -375,6 +429,9 @@ class ImageContainer(Container):
         for mount in self.spec.get("volumeMounts") or []:
             if "emptyDir" in volumes.get(mount["name"], {}):
                 options += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
+            elif mount.get("readOnly"):
+                folder = self.pod.mounts[mount["mountPath"].rstrip("/")]
+                options += ["--volume", f"{folder}:{mount['mountPath']}:ro"]
             else:
                 folder = self.pod.mounts[mount["mountPath"].rstrip("/")]
                 folder.chmod(0o777)

@@ -1,16 +1,20 @@
 """The chart's rendered pods run: node, worker and CronJob pod specs from `helm template`,
 started as a kubelet would start them (tests/kube/kubelet.py says how, and where it differs),
-against a real Redis that wants a password, which reaches the pods only through the rendered
-Secret and the `$(REDIS_PASSWORD)` in the rendered URL.
+against a real Redis that wants a password, one no URL could carry as it is. The password,
+the key seed and the API tokens reach the nodes, the workers and the capacity snapshot only
+as files of their secrets volume, made from the rendered Secret or from existing Secrets,
+never as variables.
 
 Two node pods behind one Service address carry a wallet's messages; the exec probe of the
 workers passes; deleting a node pod runs its preStop, then SIGTERM, and its drain ends inside
 the grace period with the wallet's socket closed 1012 and nothing lost; the capacity
-CronJobs' pods write a snapshot and a report to their volume."""
+CronJobs' pods write a snapshot (of the Redis that wants the password, read from the
+snapshot's file) and a report to their volume."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import subprocess
 import tomllib
@@ -18,13 +22,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 import yaml
 
+from mediator.didcomm.identity import from_seed_setting
 from tests.deploy.podman import Podman
 from tests.didcomm_peer import attachments, collect, forward, live_peer, mediator_key
-from tests.kube.kubelet import Cluster, ImageRuntime, Pod, by_kind, named, pod_template
+from tests.kube.kubelet import (
+    Cluster,
+    Container,
+    ImageRuntime,
+    Pod,
+    VolumeError,
+    by_kind,
+    named,
+    pod_template,
+)
 from tests.kube.service import Service
 from tests.servers import missing, start_binary_server
 
@@ -47,9 +62,11 @@ def helm() -> str:
 
 @pytest.fixture(scope="module")
 def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A server of its own with a password: (URL without the password, the password)."""
+    """A server of its own with a password: (URL without the password, the password). The
+    password holds the characters a URL's user info cannot (`@ / : % ? # &`): only an
+    escaping mediator reaches the server with it."""
     server = start_binary_server(tmp_path_factory.mktemp("pods-redis"))
-    password = secrets.token_hex(16)
+    password = "p@ss/w:rd%?#&" + secrets.token_hex(12)
     redis.Redis.from_url(server.url).config_set("requirepass", password)
     yield server.url.rsplit("/", 1)[0] + "/0", password
     server.stop()
@@ -79,15 +96,45 @@ def runtime(request: pytest.FixtureRequest) -> ImageRuntime | None:
     return ImageRuntime(podman)
 
 
+SECRETS = "/etc/mediator/secrets"
+
+
+def assert_secrets_are_files(container: Container, expected: dict[str, str]) -> None:
+    """No variable of the container holds a secret; each `*_FILE` variable of `expected`
+    names a file of the pod's secrets volume holding that value, group-readable only."""
+    env = container.environment()
+    for name, value in env.items():
+        for secret in expected.values():
+            assert secret not in value, f"{container.name}: {name} holds a secret"
+    files = {name: path for name, path in env.items() if path.startswith(SECRETS + "/")}
+    assert set(files) == set(expected), container.name
+    for name, value in expected.items():
+        local = Path(container.pod.local(files[name]))
+        assert local.read_text() == value, name
+        assert local.stat().st_mode & 0o777 == 0o440, name
+
+
+async def assert_seed_and_token_reached(base: str, seed: str, token: str) -> None:
+    """The mediator's key is the seed's, and the mqs API takes the token (only that)."""
+    assert await mediator_key(base) == from_seed_setting(seed).verkey_b58
+    async with httpx.AsyncClient(base_url=base, timeout=10) as web:
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert (await web.get("/queues", headers=bearer)).status_code == 200
+        assert (await web.get("/queues")).status_code == 401
+        wrong = {"Authorization": "Bearer not-the-token"}
+        assert (await web.get("/queues", headers=wrong)).status_code == 401
+
+
 async def test_rendered_pods_serve_drain_and_run_their_jobs(
     helm: str, locked_redis: tuple[str, str], tmp_path: Path, runtime: ImageRuntime | None
 ) -> None:
     url, password = locked_redis
+    seed = secrets.token_hex(32)
     docs = render(
         helm,
         {
             "redis": {"url": url, "password": password},
-            "auth": {"apiTokens": ["pods-token"], "keySeed": secrets.token_hex(32)},
+            "auth": {"apiTokens": ["pods-token"], "keySeed": seed},
             "config": {"endpoint": "http://mediator.test"},
             "node": {
                 "replicaCount": 2,
@@ -130,16 +177,28 @@ async def test_rendered_pods_serve_drain_and_run_their_jobs(
         for i in range(2)
     ]
     pods = nodes + workers
+    node_files = {
+        "MEDIATOR_REDIS_PASSWORD_FILE": password,
+        "MEDIATOR_KEY_SEED_FILE": seed,
+        "MEDIATOR_API_TOKENS_FILE": "pods-token",
+    }
+    for pod in nodes:
+        assert_secrets_are_files(pod.containers[0], node_files)
+    for pod in workers:
+        worker_files = {k: v for k, v in node_files.items() if "API_TOKENS" not in k}
+        assert_secrets_are_files(pod.containers[0], worker_files)
     try:
         with Service() as service:
             for pod in pods:
                 pod.start()
             for pod in nodes:
+                # Ready: it reached the Redis that wants the password, read from its file.
                 (node,) = pod.containers
                 await asyncio.to_thread(node.wait_until, "startupProbe", 30)
                 await asyncio.to_thread(node.wait_until, "readinessProbe", 30)
                 assert node.probe("livenessProbe")
                 service.add(pod.ip, node.port("http"))
+            await assert_seed_and_token_reached(service.base, seed, "pods-token")
             for pod in workers:
                 # The worker's exec probe (`mediator worker --check`) passes once it ticks.
                 await asyncio.to_thread(pod.containers[0].wait_until, "readinessProbe", 40)
@@ -150,10 +209,91 @@ async def test_rendered_pods_serve_drain_and_run_their_jobs(
             # The CronJobs' pods: a snapshot into the history on their volume, then a report
             # (as processes: tests/deploy runs a snapshot in the Spark image).
             if runtime is None:
-                await asyncio.to_thread(_run_capacity_jobs, cluster, docs, tmp_path)
+                await asyncio.to_thread(
+                    _run_capacity_jobs,
+                    cluster,
+                    docs,
+                    tmp_path,
+                    {"password": password, "seed": seed},
+                )
     finally:
         for pod in pods:
             pod.kill()
+
+
+async def test_a_node_reads_its_secrets_from_existing_secrets(
+    helm: str, locked_redis: tuple[str, str], tmp_path: Path
+) -> None:
+    """Bitnami's way: the password in the Redis chart's Secret, the seed and tokens in one of
+    the operator's. The node's files come from those keys, it gets ready against the Redis
+    that wants the password, and its key and API are the seed's and the tokens'; a Secret
+    lacking a key the values name keeps the pod from starting, and a wrong password in the
+    file keeps the node from getting ready."""
+    url, password = locked_redis
+    seed = secrets.token_hex(32)
+    values = {
+        "redis": {
+            "url": url,
+            "existingSecret": "valkey",
+            "existingSecretPasswordKey": "valkey-password",
+        },
+        "auth": {"existingSecret": "mediator-secrets"},
+        "config": {"endpoint": "http://mediator.test"},
+        "worker": {"enabled": False},
+    }
+    docs = render(helm, values, tmp_path)
+    assert not by_kind(docs, "Secret")  # nothing of the chart's own
+
+    def existing(redis_password: str, auth: dict[str, str]) -> list[dict[str, Any]]:
+        return [
+            {
+                "kind": "Secret",
+                "metadata": {"name": "valkey"},
+                "stringData": {"valkey-password": redis_password},
+            },
+            {"kind": "Secret", "metadata": {"name": "mediator-secrets"}, "stringData": auth},
+        ]
+
+    node_spec = pod_template(named(docs, "Deployment", f"{RELEASE}-mediator-node"))
+    both = {"key-seed": seed, "api-tokens": "token-a,token-b"}
+    pod = Pod(
+        Cluster(docs + existing(password, both)), "node-0", "127.0.0.2", node_spec, tmp_path / "n"
+    )
+    (node,) = pod.containers
+    assert_secrets_are_files(
+        node,
+        {
+            "MEDIATOR_REDIS_PASSWORD_FILE": password,
+            "MEDIATOR_KEY_SEED_FILE": seed,
+            "MEDIATOR_API_TOKENS_FILE": "token-a,token-b",
+        },
+    )
+    try:
+        pod.start()
+        await asyncio.to_thread(node.wait_until, "startupProbe", 30)
+        await asyncio.to_thread(node.wait_until, "readinessProbe", 30)
+        base = f"http://{pod.ip}:{node.port('http')}"
+        await assert_seed_and_token_reached(base, seed, "token-b")
+    finally:
+        pod.kill()
+
+    # A key the values name but the Secret lacks: the pod never starts (ContainerCreating).
+    seed_only = Cluster(docs + existing(password, {"key-seed": seed}))
+    with pytest.raises(
+        VolumeError, match="couldn't find key api-tokens in Secret mediator-secrets"
+    ):
+        Pod(seed_only, "node-1", "127.0.0.3", node_spec, tmp_path / "n1")
+
+    # The password the node uses is the file's: a wrong one, and it never gets ready.
+    wrong = Cluster(docs + existing("not-" + password, both))
+    pod = Pod(wrong, "node-2", "127.0.0.4", node_spec, tmp_path / "n2")
+    try:
+        pod.start()
+        with pytest.raises(AssertionError) as failed:
+            await asyncio.to_thread(pod.containers[0].wait_until, "readinessProbe", 8)
+        assert "invalid username-password pair" in str(failed.value)
+    finally:
+        pod.kill()
 
 
 async def _deliver_and_drain(service: Service, nodes: list[Pod]) -> None:
@@ -200,23 +340,62 @@ async def _deliver_and_drain(service: Service, nodes: list[Pod]) -> None:
     await recipient.close()
 
 
-def _run_capacity_jobs(cluster: Cluster, docs: list[dict[str, Any]], tmp: Path) -> None:
-    """Both jobs' pods share one volume (the chart's PVC), as on a cluster."""
+def _job_pod(cluster: Cluster, job: dict[str, Any], name: str, tmp: Path, shared: Path) -> Pod:
+    """A pod of the CronJob, its /data on the `shared` folder (the chart's PVC)."""
+    pod = Pod(cluster, f"capacity-{name}", "127.0.0.9", pod_template(job), tmp / name)
+    assert "/data" in pod.mounts
+    pod.mounts["/data"] = shared
+    shared.mkdir(exist_ok=True)
+    assert pod.template["spec"]["restartPolicy"] in ("Never", "OnFailure")
+    return pod
+
+
+def _run_to_end(pod: Pod, job: dict[str, Any]) -> tuple[int, str]:
+    """Start the job's pod and wait for its one container: (exit code, output)."""
+    pod.start()
+    (container,) = pod.containers
+    assert container.proc is not None
+    deadline = float(job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"])
+    return container.proc.wait(min(deadline, 300)), container.output()
+
+
+def _run_capacity_jobs(
+    cluster: Cluster, docs: list[dict[str, Any]], tmp: Path, secret: dict[str, str]
+) -> None:
+    """Both jobs' pods share one volume (the chart's PVC), as on a cluster. The snapshot
+    reads the Redis that wants the password from its file, its environment holding no
+    secret, and a wrong password in the Secret makes it fail; the report reads only the
+    volume."""
     snapshot = named(docs, "CronJob", f"{RELEASE}-mediator-capacity-snapshot")
     report = named(docs, "CronJob", f"{RELEASE}-mediator-capacity-report")
     shared = tmp / "capacity-pvc"
+    expected_files = {
+        "snapshot": {
+            "MEDIATOR_REDIS_PASSWORD_FILE": secret["password"],
+            "MEDIATOR_KEY_SEED_FILE": secret["seed"],
+        },
+        "report": {},
+    }
+
+    # The control: the chart's Secret with a wrong password, and the snapshot cannot read.
+    [own] = by_kind(docs, "Secret")
+    wrong_secret = {**own, "stringData": {"redis-password": "not-" + secret["password"]}}
+    wrong = Cluster([wrong_secret if d is own else d for d in docs])
+    code, output = _run_to_end(_job_pod(wrong, snapshot, "wrong", tmp, tmp / "wrong-pvc"), snapshot)
+    assert code != 0 and "invalid username-password pair" in output, output[-4000:]
+    assert not list((tmp / "wrong-pvc").rglob("*.parquet"))
+
     for job, name in ((snapshot, "snapshot"), (report, "report")):
-        pod = Pod(cluster, f"capacity-{name}", "127.0.0.9", pod_template(job), tmp / name)
-        assert "/data" in pod.mounts
-        pod.mounts["/data"] = shared
-        shared.mkdir(exist_ok=True)
-        assert pod.template["spec"]["restartPolicy"] in ("Never", "OnFailure")
-        pod.start()
+        pod = _job_pod(cluster, job, name, tmp, shared)
         (container,) = pod.containers
-        assert container.proc is not None
-        deadline = float(job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"])
-        code = container.proc.wait(min(deadline, 300))
-        assert code == 0, container.output()[-4000:]
+        assert_secrets_are_files(container, expected_files[name])
+        assert secret["password"] not in str(container.spec), name
+        assert all("valueFrom" not in v for v in container.spec.get("env", [])), name
+        code, output = _run_to_end(pod, job)
+        assert code == 0, output[-4000:]
+        if name == "snapshot":  # what it read through the password: the mailboxes
+            summary = re.search(r"snapshot \w+: ([\d,]+) mailboxes", output)
+            assert summary and int(summary.group(1).replace(",", "")) > 0, output[-4000:]
     assert list((shared / "history").rglob("*.parquet")), "the snapshot wrote no Parquet"
     reports = list(shared.rglob("report.html"))
     assert reports and "Capacity" in reports[0].read_text()

@@ -1,12 +1,20 @@
 {{/*
 A capacity CronJob: (dict "context" $ "component" "capacity-snapshot" "job" .Values.capacity.snapshot
 "args" (list ...) "redis" true). Both jobs run one Spark driver in local mode in one pod, with
-the nodes' settings (the ConfigMap) and /data from the capacity volume.
+the nodes' settings (the ConfigMap) and /data from the capacity volume. With .redis (the
+snapshot) the pod reads Redis as a worker does: MEDIATOR_REDIS_URL (mediator.redisEnv) and the
+secret files of mediator.secretFiles, the Redis password and the key seed.
 */}}
 {{- define "mediator.capacityCronJob" -}}
 {{- $ := .context -}}
 {{- $capacity := $.Values.capacity -}}
 {{- $labels := dict "context" $ "component" .component -}}
+{{- $secretFiles := list -}}
+{{- $secretEnv := "" -}}
+{{- if .redis -}}
+{{- $secretFiles = include "mediator.secretFiles" (dict "context" $ "redis" true "tokens" false) | fromYamlArray -}}
+{{- $secretEnv = include "mediator.redisUrlSecret" $ -}}
+{{- end -}}
 apiVersion: batch/v1
 kind: CronJob
 metadata:
@@ -14,11 +22,7 @@ metadata:
   namespace: {{ $.Release.Namespace }}
   labels:
     {{- include "mediator.labels" $labels | nindent 4 }}
-  annotations:
-    {{- include "mediator.checkovSkips" (dict "context" $ "image" $capacity.image) | trim | nindent 4 }}
-    {{- with $.Values.commonAnnotations }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+  {{- with include "mediator.workloadAnnotations" (dict "context" $ "image" $capacity.image "secretEnv" $secretEnv) }}{{ . | nindent 2 }}{{ end }}
 spec:
   schedule: {{ .job.schedule | quote }}
   {{- with $capacity.timeZone }}
@@ -72,8 +76,8 @@ spec:
                 - name: HOME
                   value: /tmp
                 {{- if .redis }}
-                {{- include "mediator.redisEnv" $ | trim | nindent 16 }}
-                {{- with include "mediator.authEnv" (dict "context" $ "tokens" false) | trim }}{{ . | nindent 16 }}{{ end }}
+                {{- include "mediator.redisEnv" (dict "context" $) | trim | nindent 16 }}
+                {{- with include "mediator.secretFilesEnv" (dict "context" $ "files" $secretFiles) | trim }}{{ . | nindent 16 }}{{ end }}
                 {{- end }}
                 {{- with $capacity.extraEnv }}
                 {{- toYaml . | nindent 16 }}
@@ -85,12 +89,14 @@ spec:
               volumeMounts:
                 - name: tmp
                   mountPath: /tmp
+                {{- with include "mediator.secretFilesMount" (dict "context" $ "files" $secretFiles) | trim }}{{ . | nindent 16 }}{{ end }}
                 {{- if $capacity.persistence.enabled }}
                 - name: data
                   mountPath: /data
                 {{- end }}
           volumes:
             {{- include "mediator.tmpVolume" $capacity.tmpSizeLimit | nindent 12 }}
+            {{- with include "mediator.secretFilesVolume" (dict "context" $ "files" $secretFiles) | trim }}{{ . | nindent 12 }}{{ end }}
             {{- if $capacity.persistence.enabled }}
             - name: data
               persistentVolumeClaim:

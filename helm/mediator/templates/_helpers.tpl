@@ -105,79 +105,150 @@ api-tokens: {{ join "," .Values.auth.apiTokens | b64enc | quote }}
 {{- end }}
 {{- end -}}
 
+{{- define "mediator.secretsPath" -}}/etc/mediator/secrets{{- end -}}
+
 {{/*
-The Redis environment: REDIS_PASSWORD from a Secret, then MEDIATOR_REDIS_URL with the password
-inserted as the URL's user info, which Kubernetes expands from the variable before it
-($(REDIS_PASSWORD)); or the whole URL from an existing Secret.
+Where the Redis password is, as YAML (name: <Secret>, key: <key>), or nothing: the chart's
+Secret (redis.password) or redis.existingSecret's redis.existingSecretPasswordKey; never when
+the whole URL comes from a Secret, nor when that key is set to "".
+*/}}
+{{- define "mediator.redisPasswordRef" -}}
+{{- $redis := .Values.redis -}}
+{{- if $redis.existingSecret -}}
+{{- if and (not $redis.existingSecretUrlKey) $redis.existingSecretPasswordKey -}}
+name: {{ $redis.existingSecret }}
+key: {{ $redis.existingSecretPasswordKey }}
+{{- end -}}
+{{- else if $redis.password -}}
+name: {{ include "mediator.fullname" . }}
+key: redis-password
+{{- end -}}
+{{- end -}}
+
+{{/*
+The secrets a pod reads from files, as a YAML list of {env, name, key, path}: the variable
+naming the file, the Secret and key it comes from, and the file's name in the secrets volume.
+(dict "context" $ "redis" bool "tokens" bool): the Redis password when .redis, the key seed
+always, the API tokens when .tokens (nodes only). A key of an existing Secret set to "" is
+left out.
+*/}}
+{{- define "mediator.secretFiles" -}}
+{{- $ := .context -}}
+{{- $auth := $.Values.auth -}}
+{{- $own := include "mediator.fullname" $ -}}
+{{- $files := list -}}
+{{- if .redis -}}
+{{- with include "mediator.redisPasswordRef" $ | fromYaml -}}
+{{- $files = append $files (dict "env" "MEDIATOR_REDIS_PASSWORD_FILE" "name" .name "key" .key "path" "redis-password") -}}
+{{- end -}}
+{{- end -}}
+{{- if $auth.existingSecret -}}
+{{- if $auth.existingSecretKeySeedKey -}}
+{{- $files = append $files (dict "env" "MEDIATOR_KEY_SEED_FILE" "name" $auth.existingSecret "key" $auth.existingSecretKeySeedKey "path" "key-seed") -}}
+{{- end -}}
+{{- if and .tokens $auth.existingSecretApiTokensKey -}}
+{{- $files = append $files (dict "env" "MEDIATOR_API_TOKENS_FILE" "name" $auth.existingSecret "key" $auth.existingSecretApiTokensKey "path" "api-tokens") -}}
+{{- end -}}
+{{- else -}}
+{{- if $auth.keySeed -}}
+{{- $files = append $files (dict "env" "MEDIATOR_KEY_SEED_FILE" "name" $own "key" "key-seed" "path" "key-seed") -}}
+{{- end -}}
+{{- if and .tokens $auth.apiTokens -}}
+{{- $files = append $files (dict "env" "MEDIATOR_API_TOKENS_FILE" "name" $own "key" "api-tokens" "path" "api-tokens") -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $files -}}
+{{- end -}}
+
+{{/* The variables naming the secret files: (dict "context" $ "files" list). */}}
+{{- define "mediator.secretFilesEnv" -}}
+{{- $dir := include "mediator.secretsPath" .context -}}
+{{- range .files }}
+- name: {{ .env }}
+  value: {{ printf "%s/%s" $dir .path | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "mediator.secretFilesMount" -}}
+{{- if .files }}
+- name: secrets
+  mountPath: {{ include "mediator.secretsPath" .context }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+One projected volume of the secret files, a source per Secret (in the order of the files),
+each key to its fixed file name. No item is optional: a key the values name must be in its
+Secret, or the pod does not start. Readable by the pods' group only (fsGroup), never written.
+*/}}
+{{- define "mediator.secretFilesVolume" -}}
+{{- if .files }}
+{{- $names := list -}}
+{{- range .files }}{{ $names = append $names .name }}{{ end }}
+- name: secrets
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- range $name := uniq $names }}
+      - secret:
+          name: {{ $name }}
+          items:
+            {{- range $.files }}
+            {{- if eq .name $name }}
+            - key: {{ .key }}
+              path: {{ .path }}
+            {{- end }}
+            {{- end }}
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The Redis environment. MEDIATOR_REDIS_URL is redis.url with redis.username as its user info;
+the mediator puts the password from MEDIATOR_REDIS_PASSWORD_FILE into it (and, with
+MEDIATOR_REDIS_SENTINEL_AUTH, sends it to the sentinels too); the file is in
+mediator.secretFiles. A whole URL from an existing Secret (redis.existingSecretUrlKey) can only
+be an environment variable. (dict "context" $).
 */}}
 {{- define "mediator.redisEnv" -}}
-{{- $redis := .Values.redis -}}
+{{- $ := .context -}}
+{{- $redis := $.Values.redis -}}
+{{- $ref := include "mediator.redisPasswordRef" $ | fromYaml -}}
 {{- if and $redis.existingSecret $redis.existingSecretUrlKey }}
 - name: MEDIATOR_REDIS_URL
   valueFrom:
     secretKeyRef:
       name: {{ $redis.existingSecret }}
       key: {{ $redis.existingSecretUrlKey }}
-{{- else if or $redis.existingSecret $redis.password }}
-- name: REDIS_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ default (include "mediator.fullname" .) $redis.existingSecret }}
-      key: {{ ternary $redis.existingSecretPasswordKey "redis-password" (not (empty $redis.existingSecret)) }}
-- name: MEDIATOR_REDIS_URL
-  value: {{ include "mediator.redisUrlWithPassword" . | quote }}
 {{- else }}
 - name: MEDIATOR_REDIS_URL
-  value: {{ $redis.url | quote }}
+  value: {{ include "mediator.redisUrl" $ | quote }}
+{{- if and $ref (include "mediator.redisSentinelAuth" $) }}
+- name: MEDIATOR_REDIS_SENTINEL_AUTH
+  value: "true"
+{{- end }}
 {{- end }}
 {{- end -}}
 
-{{/* redis.url with user info `[user]:$(REDIS_PASSWORD)@` after the scheme, for every scheme. */}}
-{{- define "mediator.redisUrlWithPassword" -}}
+{{/* Non-empty when the password goes to the sentinels too: redis.sentinelAuth, a Sentinel URL. */}}
+{{- define "mediator.redisSentinelAuth" -}}
+{{- if and .Values.redis.sentinelAuth (contains "+sentinel" (first (regexSplit "://" .Values.redis.url 2))) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* redis.url with redis.username (if any) as the user info after the scheme, no password. */}}
+{{- define "mediator.redisUrl" -}}
 {{- $redis := .Values.redis -}}
+{{- if $redis.username -}}
 {{- $parts := regexSplit "://" $redis.url 2 -}}
-{{- $url := printf "%s://%s:$(REDIS_PASSWORD)@%s" (index $parts 0) $redis.username (index $parts 1) -}}
-{{- if and $redis.sentinelAuth (contains "+sentinel" (index $parts 0)) -}}
-{{- $url = printf "%s%ssentinel_password=$(REDIS_PASSWORD)" $url (ternary "&" "?" (contains "?" $url)) -}}
+{{- printf "%s://%s@%s" (index $parts 0) $redis.username (index $parts 1) -}}
+{{- else -}}
+{{- $redis.url -}}
 {{- end -}}
-{{- $url -}}
 {{- end -}}
 
-{{/* The key seed (and, for nodes, the API tokens) from the chart's or an existing Secret. */}}
-{{- define "mediator.authEnv" -}}
-{{- $auth := .context.Values.auth -}}
-{{- if $auth.existingSecret }}
-- name: MEDIATOR_KEY_SEED
-  valueFrom:
-    secretKeyRef:
-      name: {{ $auth.existingSecret }}
-      key: {{ $auth.existingSecretKeySeedKey }}
-      optional: true
-{{- if .tokens }}
-- name: MEDIATOR_API_TOKENS
-  valueFrom:
-    secretKeyRef:
-      name: {{ $auth.existingSecret }}
-      key: {{ $auth.existingSecretApiTokensKey }}
-      optional: true
-{{- end }}
-{{- else }}
-{{- if $auth.keySeed }}
-- name: MEDIATOR_KEY_SEED
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "mediator.fullname" .context }}
-      key: key-seed
-{{- end }}
-{{- if and .tokens $auth.apiTokens }}
-- name: MEDIATOR_API_TOKENS
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "mediator.fullname" .context }}
-      key: api-tokens
-{{- end }}
-{{- end }}
-{{- end -}}
 
 {{/* ------------------------------------------------------------------ settings */}}
 
@@ -242,11 +313,8 @@ imagePullSecrets:
 {{- if $n.webhook.url }}
 - name: MEDIATOR_NOTIFY_WEBHOOK_URL
   value: {{ $n.webhook.url | quote }}
-- name: MEDIATOR_NOTIFY_WEBHOOK_SECRET
-  valueFrom:
-    secretKeyRef:
-      name: {{ $n.existingSecret }}
-      key: {{ $n.webhook.secretKey }}
+- name: MEDIATOR_NOTIFY_WEBHOOK_SECRET_FILE
+  value: {{ printf "%s/%s" $dir $n.webhook.secretKey | quote }}
 {{- end }}
 {{- if $n.appsKey }}
 - name: MEDIATOR_PUSH_APPS_FILE
@@ -282,11 +350,16 @@ imagePullSecrets:
 
 {{/*
 checkov skips, each with its reason, as checkov reads them from a resource's annotations
-(checkov.io/skipN: CHECK_ID=reason). (dict "context" $ "image" imageValues): the image checks
-are skipped only while the values leave them unmet.
+(checkov.io/skipN: CHECK_ID=reason). (dict "context" $ "image" imageValues "secretEnv" why):
+the image checks are skipped only while the values leave them unmet; CKV_K8S_35 (secrets as
+files) only where a secret must be an environment variable ("url": the whole Redis URL from a
+Secret).
 */}}
 {{- define "mediator.checkovSkips" -}}
-{{- $skips := list "CKV_K8S_35=the Redis password must be an environment variable: Kubernetes expands it into MEDIATOR_REDIS_URL, and the mediator reads settings from its environment only" -}}
+{{- $skips := list -}}
+{{- if eq (toString .secretEnv) "url" -}}
+{{- $skips = append $skips "CKV_K8S_35=redis.existingSecretUrlKey: the whole Redis URL, password inside, comes from the Secret as MEDIATOR_REDIS_URL, which the mediator reads from its environment only (a password alone is a file)" -}}
+{{- end -}}
 {{- if not .image.digest -}}
 {{- $skips = append $skips "CKV_K8S_43=the image is named by tag (the chart's appVersion) unless image.digest is set" -}}
 {{- end -}}
@@ -296,6 +369,17 @@ are skipped only while the values leave them unmet.
 {{- range $i, $skip := $skips }}
 checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
 {{- end }}
+{{- end -}}
+
+{{/* Whether the Redis URL is a Secret's whole value: "url", else "". */}}
+{{- define "mediator.redisUrlSecret" -}}
+{{- if and .Values.redis.existingSecret .Values.redis.existingSecretUrlKey -}}url{{- end -}}
+{{- end -}}
+
+{{/* A workload's metadata.annotations: its checkov skips and commonAnnotations (see checkovSkips). */}}
+{{- define "mediator.workloadAnnotations" -}}
+{{- $skips := include "mediator.checkovSkips" . | fromYaml -}}
+{{- include "mediator.annotations" (dict "context" .context "annotations" $skips) | trim -}}
 {{- end -}}
 
 {{/* A setting as the string an environment variable holds: whole numbers without an exponent

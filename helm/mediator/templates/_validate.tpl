@@ -33,15 +33,14 @@ redis.url: {{ $redis.url | quote }} is not a Redis URL: it must start with redis
 
 {{- define "mediator.validate.redisPassword" -}}
 {{- $redis := .Values.redis -}}
-{{- $fromSecret := and $redis.existingSecret (not $redis.existingSecretUrlKey) -}}
+{{- $hasPassword := not (empty (include "mediator.redisPasswordRef" .)) -}}
+{{- $urlFromSecret := and $redis.existingSecret $redis.existingSecretUrlKey -}}
 {{- if and $redis.password $redis.existingSecret -}}
 redis.password and redis.existingSecret: give the password one way only.
-{{- else if and (or $redis.password $fromSecret) (contains "@" $redis.url) -}}
-redis.url: holds user info (…@host) while the password comes from {{ ternary "redis.existingSecret" "redis.password" (not (empty $redis.existingSecret)) }}; give the URL without it (the user goes in redis.username).
-{{- else if and (or $redis.password $fromSecret) (hasPrefix "unix://" $redis.url) -}}
+{{- else if and (not $urlFromSecret) (or $hasPassword $redis.username) (contains "@" $redis.url) -}}
+redis.url: holds user info (…@host) while {{ if $hasPassword }}the password comes from {{ ternary "redis.existingSecret" "redis.password" (not (empty $redis.existingSecret)) }}{{ else }}redis.username names the user{{ end }}; give the URL without it (the user goes in redis.username).
+{{- else if and $hasPassword (hasPrefix "unix://" $redis.url) -}}
 redis.url: a unix:// URL cannot carry a password here; pods reach Redis over TCP (redis://).
-{{- else if and $redis.password (not (regexMatch "^[A-Za-z0-9._~-]+$" $redis.password)) -}}
-redis.password: goes into the URL as it is, so it may hold only letters, digits and . _ ~ - (Bitnami's generated passwords do).
 {{- end -}}
 {{- end -}}
 
@@ -60,10 +59,10 @@ node.preStopAction: {{ .Values.node.preStopAction | quote }} is neither "sleep" 
 {{- end -}}
 
 {{- define "mediator.validate.configSecrets" -}}
-{{- $secret := list "KEY_SEED" "API_TOKENS" "REDIS_URL" -}}
+{{- $secret := list "KEY_SEED" "API_TOKENS" "REDIS_URL" "REDIS_PASSWORD" "NOTIFY_WEBHOOK_SECRET" -}}
 {{- range $name, $_ := .Values.config.extra -}}
 {{- if has (upper $name | trimPrefix "MEDIATOR_") $secret -}}
-config.extra.{{ $name }}: is a secret and would land in the ConfigMap; use auth.keySeed, auth.apiTokens, redis.url with redis.password, or their existingSecret values.
+config.extra.{{ $name }}: is a secret and would land in the ConfigMap; use auth.keySeed, auth.apiTokens, redis.url with redis.password, their existingSecret values, or notifications.webhook.secretKey.
 {{ end -}}
 {{- end -}}
 {{- end -}}
