@@ -76,7 +76,7 @@ def _b58_document(value: str) -> bytes:
     """Base58btc of a document (keys' decoder stops at key-sized input). Digit by digit,
     decoding is quadratic: a 16 KiB did:peer:4 cost 120 ms of a node's CPU per handshake.
     Halves are decoded and joined instead (CPython multiplies large numbers in
-    sub-quadratic time): about 2 ms."""
+    sub-quadratic time): about 3 ms."""
     if not value or not _B58.issuperset(value):
         raise DidError("not base58btc")
     digits = value.encode("ascii").translate(_B58_VALUES)

@@ -154,6 +154,8 @@ class Pusher:
                 if not await self._lease(connection, "give") and connection not in self._again:
                     break
         except STORAGE_ERRORS as exc:
+            # The lease is kept until it runs out with the guard: the messages this push took
+            # stay hidden until about then, and another pusher must not post past them.
             log.warning("push to %s stopped: %s (a worker retries it)", connection, exc)
         except Exception:
             log.exception("push to %s failed unexpectedly", connection)
