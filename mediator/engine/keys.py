@@ -266,6 +266,7 @@ ROUTES_CHANNEL = "d:routes"  # "<recipient key>" whose route was removed
 class ConnectionKeys:
     record: str  # hash: handshake, mediation state, keylist (`k:<key>` fields), the queue
     threads: str  # hash: per-thread sender orders (RFC 0008), with a sliding expiry
+    threads_before: str  # hash: their previous generation (thread_orders in _lib.lua)
     presence: str  # string "<node>/<socket>" holding its live socket
     device: str  # string: its phone's device token (mediator/notify), apart from the record
     push: str  # string, short-lived: which pusher holds its push (mediator/mediation/push.py)
@@ -276,6 +277,7 @@ def connection_keys(verkey: str) -> ConnectionKeys:
     return ConnectionKeys(
         record=base,
         threads=base + ":t",
+        threads_before=base + ":t:o",
         presence=base + ":p",
         device=base + ":d",
         push=base + ":pl",

@@ -35,7 +35,7 @@ INFLIGHT_LISTED = 1000
 IDLE_COST, HELD_COST = 2, 9  # commands the script runs for a queue, without receive counts
 # Suffixes beside keys.QUEUE_SUFFIXES (keys.queue_keys' refs and digests,
 # keys.connection_keys' others); checked against them in tests/capacity/test_reader_keys.py.
-REFS, DIGESTS, PRESENCE, THREADS = ":rf", ":dg", ":p", ":t"
+REFS, DIGESTS, PRESENCE, THREADS, THREADS_BEFORE, DEVICE = ":rf", ":dg", ":p", ":t", ":t:o", ":d"
 SCRIPT = (resources.files("spark.source") / "snapshot_page.lua").read_text()
 SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 
@@ -85,7 +85,9 @@ class _Queue:
     def memory_keys(self) -> list[str]:
         b = self.base
         own = [b, *(b + x for x in keys.QUEUE_SUFFIXES.values()), b + REFS, b + DIGESTS]
-        return own if self.mqs else [*own, self.base + PRESENCE, self.base + THREADS]
+        if self.mqs:
+            return own
+        return [*own, *(b + x for x in (PRESENCE, THREADS, THREADS_BEFORE, DEVICE))]
 
 
 def read_shards(

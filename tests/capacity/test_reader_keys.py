@@ -24,5 +24,5 @@ def test_reader_keys_are_the_engines(namespace: str, name: str) -> None:
     if namespace == keys.DIDCOMM_NAMESPACE:
         conn = keys.connection_keys(name)
         assert q.script_keys[8] == conn.presence
-        memory += [conn.presence, conn.threads]
+        memory += [conn.presence, conn.threads, conn.threads_before, conn.device]
     assert q.memory_keys == memory

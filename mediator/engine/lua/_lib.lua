@@ -344,9 +344,10 @@ end
 local function thread_orders(threads, thid, theirs, ttl)
   -- Two generations, so that threads no longer used are forgotten while the connection
   -- stays active (every request opens a thread): `threads` takes the writes and is renamed
-  -- to `<threads>:o` (the previous generation, only read) once it is `ttl` old. A thread
-  -- is kept from `ttl` to twice that after its last message; a field of the previous
-  -- generation is carried into the current one when its thread is used again.
+  -- to `<threads>:o` (keys.py's threads_before: the previous generation, only read) once it
+  -- is `ttl` old. A thread is kept from `ttl` to twice that after its last message; a field
+  -- of the previous generation is carried into the current one when its thread is used
+  -- again.
   ttl = tonumber(ttl)
   local old = threads .. ':o'
   local now = int(now_ms() / 1000)
