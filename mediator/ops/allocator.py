@@ -1,7 +1,7 @@
 """The C allocator's settings for a long-running node or worker (glibc only).
 
-A node's Python objects stay flat under hostile traffic (tracemalloc showed it), yet its
-resident memory grew. glibc raises its mmap threshold each time a large block (a big
+Under hostile traffic a node's resident memory grew faster than its Python allocations
+(tracemalloc). glibc raises its mmap threshold each time a large block (a big
 envelope, a WebSocket buffer) is freed, so later large blocks come from the heap, which
 they fragment and which is rarely given back. A fixed mmap and trim threshold and two
 arenas (a node is one event loop; its threads are few) keep what a process holds close to
