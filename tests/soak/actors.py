@@ -284,12 +284,17 @@ class Forwarder:
         until: asyncio.Event,
         rate: float,
     ) -> None:
-        """Forwards at about `rate` a second (as fast as answered, if slower) until `until`."""
+        """Forwards at about `rate` a second (as fast as answered, if slower) until `until`.
+        The times are kept on a schedule, so a slow answer is made up by the next forwards
+        going at once; at most a second's worth is made up."""
         loop = asyncio.get_running_loop()
+        gap = 1 / rate
+        due = loop.time()
         while not until.is_set():
-            started = loop.time()
             await self.forward(choose(), random.choice(wallets))
-            await asyncio.sleep(max(0.0, 1 / rate - (loop.time() - started)))
+            now = loop.time()
+            due = max(due + gap, now - 1.0)
+            await asyncio.sleep(max(0.0, due - now))
 
     async def aclose(self) -> None:
         await self.client.aclose()
