@@ -156,7 +156,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             pusher=pusher,
             presence=presence,
             notifier=notifier,
-            limiter=Limiter(engine.scripts, settings),
+            limiter=Limiter(engine.scripts, settings, redis, identity.sigkey[:32]),
         )
         app.state.didcomm = Pipeline(services, metrics_)
         worker_task = None

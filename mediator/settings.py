@@ -328,6 +328,16 @@ class Settings:
             scope="serve",
         ),
     )
+    limit_sender_queued_bytes: int = field(
+        default=256 * 1024 * 1024,
+        metadata=_opt(
+            "Bytes of forwarded messages one sender may have queued here at once, over all "
+            "its recipients, across the cluster (the sender as for the per-minute budget; "
+            "client addresses in --limit-exempt-networks are not counted). Forwards beyond it "
+            "are answered 429 with Retry-After until its recipients have taken enough; "
+            "counted within a few seconds (0: no limit). Workers need the nodes' value.",
+        ),
+    )
     websocket_messages_per_second: int = field(
         default=200,
         metadata=_opt(

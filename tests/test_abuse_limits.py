@@ -1,6 +1,7 @@
 """Abuse limits, as a stranger meets them: handshakes and new connections per client address,
-forwards per recipient per second, bytes per sender, the WebSocket's own limits, and who a
-client is behind the operator's proxies (never a stranger's X-Forwarded-For)."""
+forwards per recipient per second, bytes per sender (a minute's, and what it has queued),
+the WebSocket's own limits, and who a client is behind the operator's proxies (never a
+stranger's X-Forwarded-For)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import pytest
 import websockets
 
 from mediator.client import ClientError, Recipient, Sender
+from mediator.client.recipient import delivered
+from mediator.mediation.senders import REFRESH_SECONDS
 from mediator.transport.client_address import client_address
 from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key
+from tests.eventually import eventually
 from tests.servers import Node, RedisUnderTest
 
 pytestmark = pytest.mark.topology
@@ -206,3 +210,68 @@ async def test_a_frame_over_the_envelope_limit_closes_the_socket(limited_redis: 
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.recv(), 5)
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+async def _take_all(peer: Peer) -> int:
+    """Pick up and acknowledge everything queued for `peer`; how many messages."""
+    taken = 0
+    while True:
+        reply = await peer.delivery_request(limit=50)
+        got = delivered(reply)
+        if not got:
+            return taken
+        await peer.messages_received([mid for mid, _ in got])
+        taken += len(got)
+
+
+async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(limited_redis: str) -> None:
+    """A sender (an address behind the proxy) forwarding to recipients who do not pick up is
+    refused on every node once it has the limit queued, within the few seconds the count
+    lags; another sender is not; everything accepted is there; once the recipients took
+    the messages, the sender is accepted again."""
+    env = {
+        "MEDIATOR_LIMIT_SENDER_QUEUED_BYTES": "60000",
+        "MEDIATOR_TRUSTED_PROXIES": "127.0.0.1/32",
+        "MEDIATOR_LIMIT_EXEMPT_NETWORKS": "127.0.0.1/32",
+    }
+    a, b = Node(limited_redis, **env).start(), Node(limited_redis, **env).start()
+    try:
+        med = await mediator_key(a.base)
+        async with Peer(a.base, med) as one, Peer(b.base, med) as two, httpx.AsyncClient() as http:
+            targets = [await one.mediate(), await two.mediate()]
+            sender = {**ENVELOPE, "x-forwarded-for": "203.0.113.60"}
+
+            async def post(i: int, base: str, headers: dict[str, str]) -> httpx.Response:
+                data = Sender(med).wrap(targets[i % 2], {"n": i, "pad": "x" * 6000})
+                return await http.post(base + "/", content=data, headers=headers)
+
+            accepted, refused = 0, None
+            for i in range(80):
+                answer = await post(i, (a.base, b.base)[i % 2], sender)
+                if answer.status_code == 429:
+                    refused = answer
+                    break
+                assert answer.status_code == 202, answer.text
+                accepted += 1
+                await asyncio.sleep(0.25)
+            # About 8 KB each: the eighth passes 60,000 bytes; the count lags a few seconds.
+            assert refused is not None and 8 <= accepted < 40, accepted
+            assert refused.json()["code"] == "rate-limited"
+            assert "queued here" in refused.json()["error"]
+            assert 1 <= int(refused.headers["retry-after"]) <= 30
+            # Refused on the other node too (each reads the refusals once a second); another
+            # sender still gets through.
+            await asyncio.sleep(REFRESH_SECONDS + 0.1)
+            assert (await post(100, b.base, sender)).status_code == 429
+            other = {**ENVELOPE, "x-forwarded-for": "203.0.113.61"}
+            assert (await post(101, a.base, other)).status_code == 202
+            # Nothing accepted is lost: the recipients take every message.
+            assert await _take_all(one) + await _take_all(two) == accepted + 1
+            # With its messages taken, the sender is accepted again.
+            again = await eventually(
+                lambda: post(102, a.base, sender), lambda r: r.status_code == 202, within=15
+            )
+            assert again.status_code == 202, again.text
+    finally:
+        a.stop()
+        b.stop()

@@ -1,6 +1,8 @@
 """Counters never drift: the shards' books (mediator/engine/books.py) against a full recount
 from the queues themselves, and their cumulative counters against a ledger of what the test
-did, on a single server and (marker `topology`) on a Sentinel set and a Redis Cluster:
+did, on a single server and (marker `topology`) on a Sentinel set and a Redis Cluster. The
+senders' queued bytes (mediator/mediation/senders.py) too: each queue's tally and each
+sender's count must be what the model says it has queued.
 
 - the engine, after a seeded random mix of everything that changes a queue (every operation
   is followed by a recount of the shards it touched, every phase by a recount of all);
@@ -38,7 +40,9 @@ from mediator.engine.engine import OUTBOX_GRACE_MS
 from mediator.engine.recipients import received_message
 from mediator.engine.scripts import Scripts
 from mediator.errors import LimitExceeded, MessageNotFound, QueueNotFound
+from mediator.mediation.senders import SenderBooks
 from mediator.mqs import multipart
+from mediator.settings import Settings
 from mediator.storage.clients import Backend, RedisClient
 from mediator.storage.target import Mode
 from tests.didcomm_peer import Peer, mediator_key
@@ -175,6 +179,7 @@ class Msg:
     sent_ms: int  # Redis time before its send: its first enqueue time is not earlier
     tag: str = ""
     outbox_to: str = ""  # the dead letter queue it is on its way to, while in an outbox
+    sender: str = ""  # whose queued bytes it counts for ("": nobody's; not once dead-lettered)
 
 
 @dataclass
@@ -220,6 +225,7 @@ DC_DEFAULTS = cfg(3600, 30, max_messages=25, max_bytes=2500)
 DC_CREATED = ("d0", "d1")  # created up front; d2, d3 lazily by their first send
 DC_LAZY = ("d2", "d3")
 TAGS = ("k0", "k1", "k2")
+SENDERS = ("", "senderA", "senderB")
 
 
 class Mix:
@@ -292,6 +298,7 @@ class Mix:
                 self.deadlines.append(visible_at)
                 continue
             self.count(queue.q, "dl")
+            msg.sender = ""  # it left its sender's queue: its bytes were given back
             if moved is not None:
                 msg.outbox_to = dlq  # left in the outbox: a worker hands it over later
             else:
@@ -323,7 +330,8 @@ class Mix:
             pipe.zrange(qk.delayed, 0, -1)
             pipe.hgetall(qk.outbox)
             pipe.hget(qk.cfg, "bytes")
-            entries, dbodies, delayed, outbox, size = await pipe.execute()
+            pipe.hgetall(qk.cfg)
+            entries, dbodies, delayed, outbox, size, config = await pipe.execute()
             present: dict[str, int] = {}
             for _, f in entries:
                 present[_t(f[b"i"])] = len(f[b"b"])
@@ -348,6 +356,27 @@ class Mix:
             assert in_outbox == expected, (label, q, in_outbox, expected)
             bodies = sum(m.size for m in self.in_queue(q))
             assert int(size or 0) == bodies, f"[{label}] {q}: bytes {size}, bodies {bodies}"
+            tally = {_t(k)[2:]: int(v) for k, v in config.items() if _t(k).startswith("q:")}
+            assert tally == self.queued_by_sender(self.in_queue(q)), (label, q, tally)
+
+    def queued_by_sender(self, msgs: Iterable[Msg]) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for m in msgs:
+            if m.sender and m.size:
+                out[m.sender] += m.size
+        return dict(out)
+
+    async def check_senders(self, label: str) -> None:
+        """Every shard's pending changes added to the senders' counts (as the workers do):
+        each count is what the model holds of that sender, stored, delayed or handed out."""
+        books = SenderBooks(self.redis, self.engine.scripts, Settings())
+        now = await redis_ms(self.redis)
+        for s in range(keys.SHARDS):
+            await books.settle(s, now)
+        want = self.queued_by_sender(m for m in self.msgs.values() if not m.outbox_to)
+        for sender in SENDERS[1:]:
+            got = int(await self.redis.get(keys.sender_queued(sender)) or 0)
+            assert got == want.get(sender, 0), f"[{label}] {sender}: counted {got}, {want}"
 
     async def settle_deadlines(self, margin_ms: int) -> None:
         """Wait until no deadline lies in the last second or in the next `margin_ms`: the
@@ -385,6 +414,7 @@ class Mix:
                 + f"\ntotals: {totals_line(result.books)}\nlast operations:\n{ops}"
             )
         self.note(f"check {label}: {totals_line(result.books)}")
+        await self.check_senders(label)
 
     # ------------------------------------------------------------ operations
 
@@ -399,9 +429,12 @@ class Mix:
         ref = queue.ref if isinstance(queue, Queue) else queue
         bodies = self.bodies(n)
         tags = [self.rng.choice(TAGS) for _ in bodies]
+        sender = self.rng.choice(SENDERS)
         lazy = ref.namespace == DC
         before = await redis_ms(self.redis)
-        messages = [SendMessage(b, trace_id=t) for b, t in zip(bodies, tags, strict=True)]
+        messages = [
+            SendMessage(b, trace_id=t, sender=sender) for b, t in zip(bodies, tags, strict=True)
+        ]
         try:
             sent = await self.engine.send(ref, messages, create_with=DC_DEFAULTS if lazy else None)
         except (LimitExceeded, QueueNotFound) as exc:
@@ -411,7 +444,7 @@ class Mix:
             assert lazy, ref
             self.add_queue(ref, DC_DEFAULTS, lazy=True)
         for mid, body, tag in zip(sent.message_ids, bodies, tags, strict=True):
-            self.msgs[mid] = Msg(mid, ref.qualified, len(body), before, tag)
+            self.msgs[mid] = Msg(mid, ref.qualified, len(body), before, tag, sender=sender)
         self.count(ref.qualified, "add", n)
         await self.done(f"send {n} to {ref.qualified}: {sent.visible} now, {sent.delayed} later")
 
@@ -421,9 +454,11 @@ class Mix:
         bucket = keys.routes_bucket(raw)
         await self.redis.hset(bucket, raw, name)  # type: ignore[arg-type,unused-ignore]
         (body,) = self.bodies(1)
+        sender = self.rng.choice(SENDERS)
         before = await redis_ms(self.redis)
+        message = SendMessage(body, trace_id="k0", sender=sender)
         try:
-            done = await self.engine.send_routed(bucket, raw, SendMessage(body, trace_id="k0"))
+            done = await self.engine.send_routed(bucket, raw, message)
         except LimitExceeded as exc:
             await self.done(f"forward to {name}: refused ({exc})")
             return
@@ -432,7 +467,7 @@ class Mix:
         if ref.qualified not in self.queues:
             self.add_queue(ref, DC_DEFAULTS, lazy=True)
         (mid,) = done[3].message_ids
-        self.msgs[mid] = Msg(mid, ref.qualified, len(body), before, "k0")
+        self.msgs[mid] = Msg(mid, ref.qualified, len(body), before, "k0", sender=sender)
         self.count(ref.qualified, "add")
         await self.done(f"forward to {ref.qualified}")
 

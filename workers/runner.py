@@ -7,7 +7,8 @@ Nothing here walks the queues on a timer:
 - **Due work** follows the shards' schedules (keys.shard_due). A worker learns when a shard
   has something due from the hints (keys.next_due) that the scripts' callers lower, reads
   the shard's schedule only then, and runs each due queue's upkeep, push retry, phone
-  notification (mediator/notify) or forwarding-entry expiry; it then sets the shard's hint
+  notification (mediator/notify), forwarding-entry expiry or senders' byte counts
+  (mediator/mediation/senders.py); it then sets the shard's hint
   to the schedule's new head. Every `MEDIATOR_HINT_POLL_SECONDS` it also reads the heads
   of its shards' schedules (one command per shard) and lowers any hint that a crash left
   too late.
@@ -33,6 +34,7 @@ from mediator.engine import Engine, keys
 from mediator.engine.books import read_shards, write_summary
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
+from mediator.mediation.senders import SenderBooks
 from mediator.mediation.store import MediationStore
 from mediator.notify.notifier import Notifier
 from mediator.ops.metrics import Metrics
@@ -77,6 +79,7 @@ class Worker:
             metrics,
         )
         self._own_notifier = notifier is None
+        self.senders = SenderBooks(redis, engine.scripts, settings)
         self._warned_unconfigured = False
         self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
         self.partitions = settings.worker_partitions
@@ -195,6 +198,8 @@ class Worker:
                 await self._notification_due(member[len(keys.NOTE_MEMBER) :])
             elif member == keys.MOVED_MEMBER:
                 await self.engine.forget_moved(shard)
+            elif member == keys.SENDERS_MEMBER:
+                await self.senders.settle(shard, now_ms)
             else:
                 await self.engine.upkeep(member)
         self.upkeeps += len(members)

@@ -260,6 +260,7 @@ class Engine(RecipientQueues):
             args += ["1", len(lazy), *_flatten(lazy)]
         for mid, m in zip(ids, messages, strict=True):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body, m.digest]
+            args.append(m.sender)
         r, shortfall = await self._write("send", qk.all, args, confirm=confirm)
         result = await self._sent(ref, qk.shard, r, ids)
         if shortfall is not None:  # stored, but not as durably as asked
@@ -294,6 +295,7 @@ class Engine(RecipientQueues):
             message.trace_id,
             message.body,
             message.digest,
+            message.sender,
         ]
         r, shortfall = await self._write("forward", [bucket], args, confirm=confirm)
         if int(r[0]) == 0:
@@ -438,15 +440,18 @@ class Engine(RecipientQueues):
             if int(r[3]) == -1:
                 raise QueueNotFound(ref.name)
             deleted += int(r[0])
+            await self._hint(qk.shard, int(r[15]))
         orders = (int(r[1]), int(r[2])) if thread is not None else None
         return deleted, queue_stats(r[3:]), orders
 
     async def delete_in_queue(self, ref: QueueRef, message_id: str) -> bool:
         """Delete a message only if it is in this very queue (recipients' own queues)."""
-        r = await self.scripts.call(
-            "delete_message", keys.queue_keys(ref.qualified).all, [ref.qualified, message_id]
-        )
-        return int(r[0]) == 1
+        qk = keys.queue_keys(ref.qualified)
+        r = await self.scripts.call("delete_message", qk.all, [ref.qualified, message_id])
+        if int(r[0]) != 1:
+            return False
+        await self._hint(qk.shard, int(r[1]))
+        return True
 
     async def _delete_following(self, qualified: str, message_id: str) -> bool:
         """Delete in the queue the id names, and where the queues it was dead-lettered from
@@ -460,6 +465,7 @@ class Engine(RecipientQueues):
             )
             code = int(r[0])
             if code == 1:
+                await self._hint(keys.shard_of(qualified), int(r[1]))
                 deleted = True
                 break
             if code == 2:

@@ -8,8 +8,10 @@ tags fall on 1,024 distinct slots, spread evenly over any set of primaries.
 
     q:{S}:<ns>:<name>        the queue's config hash (a DIDComm connection's record too)
     q:{S}:<ns>:<name>:<x>    the queue's stream, in-flight set, ... (suffixes below)
-    x:{S}:...                the shard's schedule, totals, in-flight buckets, oldest, registry
+    x:{S}:...                the shard's schedule, totals, in-flight buckets, oldest, registry,
+                             senders' pending byte changes
     d:{r<B>}:r, d:{o<B>}:o   recipient key -> connection, our key -> connection (16,384 buckets)
+    sq:{<tag>}               a sender's queued bytes (one slot per sender)
     g:{g}:...                worker coordination: leases, hints, partition totals (small)
 
 `SHARDS` and `BUCKETS` are part of the layout, not settings: changing them renames keys.
@@ -150,7 +152,8 @@ def shard_due(shard: int) -> str:
     """Sorted set: what in the shard is due when (ms): a queue's upkeep (member: qualified
     name), a connection's push retry (`@push:<connection>`) or pending phone notification
     (`@note:<connection>`), expired forwarding entries
-    (`@moved`). Workers touch a queue only when it is due here."""
+    (`@moved`), senders' byte changes to add up (`@sb`). Workers touch a queue only when it
+    is due here."""
     return f"x:{{{shard}}}:due"
 
 
@@ -177,6 +180,14 @@ def shard_registry(shard: int, namespace: str) -> str:
     return f"x:{{{shard}}}:reg:{namespace}"
 
 
+def shard_senders(shard: int) -> str:
+    """Hash: sender tag -> bytes its messages in the shard's queues gained or lost since the
+    worker last added them to the sender's count (`sender_queued`); member `SENDERS_MEMBER`
+    of the shard's schedule says when that is due. The scripts derive it from `shard_due`
+    (`_lib.lua` queue_keys)."""
+    return f"x:{{{shard}}}:sb"
+
+
 def moved(shard: int) -> str:
     """Hash: message id -> qualified name of the dead letter queue that now holds it, for
     the messages of the shard's queues (the shard of the queue the id names)."""
@@ -191,6 +202,7 @@ def moved_expiry(shard: int) -> str:
 PUSH_MEMBER = "@push:"  # + connection: a push retry in the shard's schedule
 NOTE_MEMBER = "@note:"  # + connection: a phone notification pending (mediator/notify)
 MOVED_MEMBER = "@moved"  # expired forwarding entries to forget
+SENDERS_MEMBER = "@sb"  # senders' queued bytes to add to their counts (shard_senders)
 
 
 def mqs_names() -> str:
@@ -304,6 +316,19 @@ def rate_window(kind: str, subject: str) -> str:
     """String: what `subject` (a client address, a sender) used of limit `kind` in the
     current window (mediator/transport/abuse.py); expires with the window."""
     return f"rl:{{{kind}:{subject}}}"
+
+
+def sender_queued(tag: str) -> str:
+    """String: bytes a sender (its tag: mediator/mediation/senders.py) has queued across the
+    cluster, as far as the workers have added them up; expires when untouched for longer
+    than a message may wait."""
+    return f"sq:{{{tag}}}"
+
+
+def senders_over() -> str:
+    """Sorted set: tag -> until when (ms) the sender is refused forwards, having more
+    queued than --limit-sender-queued-bytes (written by workers, read by every node)."""
+    return f"{GLOBAL}:sq-over"
 
 
 def mediator_identity() -> str:

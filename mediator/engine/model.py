@@ -121,6 +121,9 @@ class SendMessage:
     trace_id: str = ""
     # Not stored again while a message with the same digest is in the queue (b"": always).
     digest: bytes = b""
+    # The sender's tag (mediator/mediation/senders.py): its queued bytes are counted while
+    # the message is stored ("": not counted).
+    sender: str = ""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ NAMES = (
     "hold",
     "route",
     "adopt",
+    "senders_take",
     "acknowledge",
     "notify",
     "rate",
@@ -59,7 +60,14 @@ NAMES = (
 def source(name: str) -> str:
     folder = resources.files("mediator.engine") / "lua"
     lib = (folder / "_lib.lua").read_text()
-    return lib + "\n" + _prelude(name) + (folder / f"{name}.lua").read_text()
+    return _constants() + lib + "\n" + _prelude(name) + (folder / f"{name}.lua").read_text()
+
+
+def _constants() -> str:
+    """Names from keys.py that `_lib.lua` itself uses (before any of its functions)."""
+    from mediator.engine import keys as layout
+
+    return f"local SENDERS_MEMBER = {json.dumps(layout.SENDERS_MEMBER)}\n"
 
 
 def _prelude(name: str) -> str:

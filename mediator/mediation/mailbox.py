@@ -109,11 +109,13 @@ class Mailbox:
         return (await self._send(connection, message, confirm, limited=False)).message_id
 
     async def enqueue_forwarded(
-        self, connection: str, envelope: bytes, recipient_key: str, digest: bytes
+        self, connection: str, envelope: bytes, recipient_key: str, digest: bytes, sender: str
     ) -> Forwarded:
         """Queue a forwarded envelope for `connection`, unless the same bytes (`digest`) are
-        queued for it already."""
-        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key, digest=digest)
+        queued for it already; its bytes count for `sender` (a tag, "": for nobody)."""
+        message = SendMessage(
+            body=envelope, content_type="", trace_id=recipient_key, digest=digest, sender=sender
+        )
         return await self._send(connection, message, True)
 
     async def _send(
@@ -146,14 +148,18 @@ class Mailbox:
         store: MediationStore,
         *,
         digest: bytes = b"",
+        sender: str = "",
         notify_ms: int = 0,
     ) -> Forwarded | None:
         """Queue a forwarded message for whichever connection registered `recipient_key`;
-        None when none did; not again when the same bytes (`digest`) are queued there. One
+        None when none did; not again when the same bytes (`digest`) are queued there; its
+        bytes count for `sender` (a tag of mediator/mediation/senders.py, "": nobody). One
         script call where the deployment allows it (which also schedules the connection's
         phone notification `notify_ms` ahead, when it has a phone), else the route (cached
         per node) and then the send."""
-        message = SendMessage(body=envelope, content_type="", trace_id=recipient_key, digest=digest)
+        message = SendMessage(
+            body=envelope, content_type="", trace_id=recipient_key, digest=digest, sender=sender
+        )
         if self.routed:
             raw = raw_key(recipient_key)
             done = await self.engine.send_routed(

@@ -21,7 +21,8 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     nc   a claim of its notification not settled yet;  ni  the notification's id (retries)
     k:<32 raw bytes>   a registered recipient key (its keylist)
 
-None of these names is a queue field (mediator/engine/model.py QUEUE_FIELDS).
+None of these names is a queue field (mediator/engine/model.py QUEUE_FIELDS), nor starts
+with `q:` (a queue's tally of a sender's bytes, mediator/mediation/senders.py).
 """
 
 from __future__ import annotations

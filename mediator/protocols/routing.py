@@ -68,9 +68,9 @@ async def forward(ctx: Context) -> None:
     # key: each connection stores it once (and the answer says which were duplicates).
     digest = hashlib.blake2b(envelope, digest_size=DIGEST_BYTES).digest()
     sender = ctx.message.sender_verkey or ctx.session.address
-    await services.limiter.forwarded(sender, len(envelope))
+    tag = await services.limiter.forwarded(sender, len(envelope))
     try:
-        first = await _forward_when_routed(ctx, to, envelope, digest)
+        first = await _forward_when_routed(ctx, to, envelope, digest, tag)
     except (LimitExceeded, ReplicationShortfall) as exc:
         owner = await services.store.owner(to) or ""
         targets.add(owner)
@@ -97,7 +97,7 @@ async def forward(ctx: Context) -> None:
         owner = other
         targets.add(owner)
         try:
-            forwarded = await services.mailbox.enqueue_forwarded(owner, envelope, key, digest)
+            forwarded = await services.mailbox.enqueue_forwarded(owner, envelope, key, digest, tag)
         except LimitExceeded as exc:
             refused.append(exc)
             continue
@@ -119,7 +119,7 @@ async def forward(ctx: Context) -> None:
 
 
 async def _forward_when_routed(
-    ctx: Context, to: str, envelope: bytes, digest: bytes
+    ctx: Context, to: str, envelope: bytes, digest: bytes, sender: str
 ) -> Forwarded | None:
     """Queue the message for `to`'s connection; a key nobody registered yet is looked up
     again for up to --forward-unknown-key-wait-seconds (10 ms, then doubling), because
@@ -130,7 +130,7 @@ async def _forward_when_routed(
 
     async def attempt() -> Forwarded | None:
         return await services.mailbox.forward(
-            to, envelope, services.store, digest=digest, notify_ms=notify_ms
+            to, envelope, services.store, digest=digest, sender=sender, notify_ms=notify_ms
         )
 
     forwarded = await attempt()

@@ -7,6 +7,9 @@ how long until the window ends (HTTP: 429 and Retry-After).
     connections  new connections per client address per minute
     sender-bytes forwarded bytes per sender (its connection, else its address) per minute
 
+What a sender has queued at once is held by mediator/mediation/senders.py: the forward
+checks its verdict here (`forwarded`), and the message is stored with the sender's tag.
+
 Forwards per recipient per second are counted by the send script itself (`_lib.lua`
 `send_messages`, with `take_budget` as `rate.lua` uses it), on the forward's own call. The
 WebSocket's own limits (messages per second, sockets per address, the deadline for a first
@@ -22,7 +25,9 @@ from dataclasses import dataclass
 from mediator.engine import keys
 from mediator.engine.scripts import Scripts
 from mediator.errors import RateLimited
+from mediator.mediation.senders import Refusals, SenderTags
 from mediator.settings import Settings
+from mediator.storage.clients import RedisClient
 from mediator.transport.client_address import proxy_networks, within
 
 MINUTE_MS = 60_000
@@ -38,8 +43,12 @@ class Budget:
 
 
 class Limiter:
-    def __init__(self, scripts: Scripts, settings: Settings) -> None:
+    def __init__(
+        self, scripts: Scripts, settings: Settings, redis: RedisClient, seed: bytes
+    ) -> None:
         self.scripts = scripts
+        self.tags = SenderTags(seed)
+        self.refusals = Refusals(redis, settings)
         self.handshakes = Budget("hs", settings.limit_handshakes_per_minute, MINUTE_MS)
         self.connections = Budget("cn", settings.limit_connections_per_minute, MINUTE_MS)
         self.sender_bytes = Budget("sb", settings.limit_sender_bytes_per_minute, MINUTE_MS)
@@ -52,12 +61,22 @@ class Limiter:
         """Whether `subject` is a client address no per-address limit applies to."""
         return within(subject, self.exempt_networks)
 
-    async def forwarded(self, sender: str, size: int) -> None:
-        """A sender's forward of `size` bytes, held to its budget of bytes a minute, or
-        RateLimited. Not a Redis call per forward: a node tallies a sender's bytes itself
-        and adds them to the cluster's count once they reach 1/16 of the budget, so the
-        cluster may let through up to that much more per node than the budget."""
-        if self.sender_bytes.amount <= 0 or self.exempt(sender):
+    async def forwarded(self, sender: str, size: int) -> str:
+        """A sender's forward of `size` bytes: RateLimited when the sender has more than
+        --limit-sender-queued-bytes queued, or is over its budget of bytes a minute; else
+        the sender's tag to store with the message ("": not counted). Not a Redis call per
+        forward: a node tallies a sender's bytes itself and adds them to the cluster's count
+        once they reach 1/16 of the budget, so the cluster may let through up to that much
+        more per node than the budget."""
+        if self.exempt(sender):
+            return ""
+        tag = self.tags.tag(sender) if self.refusals.limit > 0 else ""
+        await self.refusals.check(tag)
+        await self._minute_budget(sender, size)
+        return tag
+
+    async def _minute_budget(self, sender: str, size: int) -> None:
+        if self.sender_bytes.amount <= 0:
             return
         now = time.monotonic()
         blocked = self._bytes.blocked_for(sender, now)

@@ -2,11 +2,13 @@
 -- in forward.lua alone, from templates the caller passes); nothing here makes up a key name.
 --
 -- Stream entry fields: i = message id, t = content type, e = content encoding, r = trace id,
--- z = first enqueue time (ms, kept across dead-lettering), b = body.
+-- z = first enqueue time (ms, kept across dead-lettering), b = body, s = the sender's tag
+-- (only on a forwarded message: see "senders' queued bytes" below).
 -- Config hash fields: ret, vt, dly (seconds), mr (max receives), dlq (qualified name),
 -- lim_n, lim_b, lim_mb (count, size and message size limits), wq ('0' = refuse sends),
 -- bytes (current body bytes; absent = 0), created (ms: the queue exists while it is set),
--- la, ld, lr (ms a message was last added, delivered, removed by id; absent when never).
+-- la, ld, lr (ms a message was last added, delivered, removed by id; absent when never),
+-- q:<sender tag> (bytes of the sender's messages in the queue; absent when none).
 -- A namespace may keep its queues' settings out of the hash: its callers pass the defaults
 -- (a msgpack map) and a setting the hash lacks is read from there.
 --
@@ -34,7 +36,8 @@ local function queue_keys(list, at)
   return {cfg = list[at], stream = list[at + 1], inflight = list[at + 2], rc = list[at + 3],
     delayed = list[at + 4], dbody = list[at + 5], ids = list[at + 6], outbox = list[at + 7],
     waiters = list[at + 8], due = list[at + 9], tot = list[at + 10], fl = list[at + 11],
-    old = list[at + 12], reg = list[at + 13], dg = list[at] .. ':dg'}
+    old = list[at + 12], reg = list[at + 13], dg = list[at] .. ':dg',
+    sb = string.sub(list[at + 9], 1, -4) .. 'sb'}  -- x:{S}:due -> x:{S}:sb (keys.shard_senders)
 end
 
 local function exists(Q)
@@ -117,6 +120,52 @@ local function schedule(Q, member, due)
   return -1
 end
 
+-- ------------------------------------------------------------------ senders' queued bytes
+
+-- A forwarded message carries its sender's tag (a keyed hash of its connection or address:
+-- mediator/mediation/senders.py), and what a sender has queued across the cluster is held to
+-- --limit-sender-queued-bytes. A script that stores or removes a tagged message records the
+-- change in its own slot, twice: in the queue's tally (config field `q:<tag>`, what a queue
+-- deleted whole gives back) and in the shard's pending changes (`Q.sb`, tag -> bytes), which
+-- the worker holding the shard adds to the senders' counts, SETTLE_MS after the first
+-- change (member SENDERS_MEMBER of the shard's schedule). `senders_due` is the hint this
+-- call must give the workers when that made it the shard's earliest (-1: none): the scripts
+-- that change tagged messages return it (send, forward, acknowledge, receive, delete).
+local SETTLE_MS = 1000
+local senders_due = -1
+
+local function earlier(a, b)
+  if a < 0 then return b end
+  if b < 0 then return a end
+  return math.min(a, b)
+end
+
+local function owe_sender(Q, tag, delta, now)
+  if not tag or tag == '' or delta == 0 then return end
+  if redis.call('HINCRBY', Q.sb, tag, int(delta)) ~= delta then return end
+  -- the shard's first change to this sender since the worker took them
+  senders_due = earlier(senders_due, schedule(Q, SENDERS_MEMBER, now + SETTLE_MS))
+end
+
+local function tally_sender(Q, tag, delta, now)
+  if not tag or tag == '' or delta == 0 then return end
+  local field = 'q:' .. tag
+  if redis.call('HINCRBY', Q.cfg, field, int(delta)) <= 0 then redis.call('HDEL', Q.cfg, field) end
+  owe_sender(Q, tag, delta, now)
+end
+
+-- A queue's whole tally given back (the queue is deleted); its fields are removed.
+local function give_back_tally(Q, now)
+  local fields = redis.call('HKEYS', Q.cfg)
+  for _, field in ipairs(fields) do
+    if string.sub(field, 1, 2) == 'q:' then
+      local held = tonumber(redis.call('HGET', Q.cfg, field)) or 0
+      redis.call('HDEL', Q.cfg, field)
+      owe_sender(Q, string.sub(field, 3), -held, now)
+    end
+  end
+end
+
 -- ------------------------------------------------------------------ streams
 
 local function ensure_stream(stream)
@@ -125,9 +174,13 @@ local function ensure_stream(stream)
   end
 end
 
--- m = {id, ct, ce, tr, t0, body}
+-- m = {id, ct, ce, tr, t0, body, sender tag or nil/''}
 local function stream_add(stream, m)
   ensure_stream(stream)
+  if m[7] and m[7] ~= '' then
+    return redis.call('XADD', stream, '*', 'i', m[1], 't', m[2], 'e', m[3], 'r', m[4],
+      'z', m[5], 'b', m[6], 's', m[7])
+  end
   return redis.call('XADD', stream, '*', 'i', m[1], 't', m[2], 'e', m[3], 'r', m[4],
     'z', m[5], 'b', m[6])
 end
@@ -224,6 +277,7 @@ local function promote(Q, now, ret_ms, limit)
       if now - tonumber(m[5]) >= ret_ms then
         redis.call('HDEL', Q.ids, id)
         add_bytes(Q, -#m[6])
+        tally_sender(Q, m[7], -#m[6], now)
         count(Q, 'exp', 1)
         purged = purged + 1
       else
@@ -266,8 +320,9 @@ local function put_message(out, got, f, receives, visible_at, moved_to)
 end
 
 -- Remove one stream entry for good (acknowledged first, so nothing is left in the PEL),
--- counted as `why`: 'exp' (retention) or 'ack' (deleted by id).
-local function purge_entry(Q, sid, msg_id, size, why, now)
+-- counted as `why`: 'exp' (retention) or 'ack' (deleted by id). `f`: its fields.
+local function purge_entry(Q, sid, f, why, now)
+  local msg_id, size = f.i, #f.b
   local score = redis.call('ZSCORE', Q.inflight, sid)
   -- A write that frees memory first: at maxmemory the server refuses a script whose first
   -- write may grow memory (HINCRBY), and an acknowledgement is what frees it.
@@ -278,6 +333,7 @@ local function purge_entry(Q, sid, msg_id, size, why, now)
   redis.call('HDEL', Q.rc, sid)
   redis.call('HDEL', Q.ids, msg_id)
   add_bytes(Q, -size)
+  tally_sender(Q, f.s, -size, now)
   count(Q, 'n', -1)
   count(Q, why, 1)
 end
@@ -301,15 +357,24 @@ local function reap(Q, name, now, most)
       count(Q, 'n', -1)
       count(Q, 'b', -#f.b)
       count(Q, 'drop', 1)
+      owe_sender(Q, f.s, -#f.b, now)  -- the config (and its tally) is gone
     end
     return false
   end
   local size = 0
-  for _, e in ipairs(redis.call('XRANGE', Q.stream, '-', '+')) do size = size + #to_table(e[2]).b end
+  for _, e in ipairs(redis.call('XRANGE', Q.stream, '-', '+')) do
+    local f = to_table(e[2])
+    size = size + #f.b
+    owe_sender(Q, f.s, -#f.b, now)
+  end
   local hidden = redis.call('ZRANGEBYSCORE', Q.inflight, '(' .. int(now), '+inf', 'WITHSCORES')
   for i = 2, #hidden, 2 do flight_drop(Q, hidden[i], now) end
   local delayed = redis.call('ZCARD', Q.delayed)
-  for _, packed in ipairs(redis.call('HVALS', Q.dbody)) do size = size + #cmsgpack.unpack(packed)[6] end
+  for _, packed in ipairs(redis.call('HVALS', Q.dbody)) do
+    local m = cmsgpack.unpack(packed)
+    size = size + #m[6]
+    owe_sender(Q, m[7], -#m[6], now)
+  end
   count(Q, 'n', -stored)
   count(Q, 'd', -delayed)
   count(Q, 'b', -size)
@@ -422,7 +487,9 @@ local function delete_by_id(Q, id, now)
     redis.call('HDEL', Q.dbody, id)
     redis.call('HDEL', Q.ids, id)
     if packed then
-      add_bytes(Q, -#cmsgpack.unpack(packed)[6])
+      local m = cmsgpack.unpack(packed)
+      add_bytes(Q, -#m[6])
+      tally_sender(Q, m[7], -#m[6], now)
       count(Q, 'd', -1)
       count(Q, 'ack', 1)
     end
@@ -444,7 +511,7 @@ local function delete_by_id(Q, id, now)
     redis.call('HDEL', Q.rc, loc)
     return 0
   end
-  purge_entry(Q, loc, id, #to_table(entry[1][2]).b, 'ack', now)
+  purge_entry(Q, loc, to_table(entry[1][2]), 'ack', now)
   redis.call('HSET', Q.cfg, 'lr', int(now))
   return 1
 end
@@ -461,10 +528,6 @@ local function limit(value)
   return nil
 end
 
--- Store messages in a queue (send.lua and forward.lua). `lazy` = false: a missing queue is
--- refused; else the list of config pairs a missing queue is created with.
--- `args` from position `first`: 5 values per message (id, content type, content encoding,
--- trace id, body). Returns the reply of send.lua.
 -- A sender's message was queued for a DIDComm connection: when its record names a phone
 -- (`dt`: it has a device token), mark it new (`nq`) and schedule its notification (member `member`
 -- of the shard's schedule) at `at`, unless one is scheduled already (a burst, an interval or
@@ -500,6 +563,10 @@ local function take_budget(key, amount, budget, window_ms)
   return 0
 end
 
+-- Store messages in a queue (send.lua and forward.lua). `lazy` = false: a missing queue is
+-- refused; else the list of config pairs a missing queue is created with.
+-- `args` from position `first`: 7 values per message (send.lua's). Returns the reply of
+-- send.lua.
 -- `per_second`: the most messages the queue takes in a second (forwards to one recipient:
 -- --limit-forwards-per-second; 0: no limit), counted in `<cfg>:fr`.
 local function send_messages(Q, name, defaults, lazy, args, first, per_second)
@@ -510,11 +577,12 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   end
   local c = settings(Q, defaults, {'ret', 'dly', 'lim_n', 'lim_b', 'lim_mb', 'wq', 'bytes'})
   if c.wq == '0' then return {-5} end
-  -- 6 values a message: id, content type, content encoding, trace id, body, digest ('': none)
-  local all = (#args - first + 1) / 6
+  -- 7 values a message: id, content type, content encoding, trace id, body, digest ('':
+  -- none), sender tag ('': not counted)
+  local all = (#args - first + 1) / 7
   local copies, bases, digests = {}, {}, {}
   for i = 0, all - 1 do
-    local base = first + 6 * i
+    local base = first + 7 * i
     local digest = args[base + 5]
     local copy = digest ~= '' and (queued_copy(Q, digest) or digests[digest])
     if copy then
@@ -540,7 +608,7 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   local lim_mb, lim_n, lim_b = limit(c.lim_mb), limit(c.lim_n), limit(c.lim_b)
   for i, base in ipairs(bases) do
     local size = #args[base + 4]
-    if lim_mb and size > lim_mb then return {-2, (base - first) / 6 + 1, size} end
+    if lim_mb and size > lim_mb then return {-2, (base - first) / 7 + 1, size} end
     total = total + size
   end
   if lim_n then
@@ -556,6 +624,11 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   local remembered = {}
   for _, base in ipairs(bases) do
     local m = {args[base], args[base + 1], args[base + 2], args[base + 3], now, args[base + 4]}
+    local tag = args[base + 6]
+    if tag ~= '' then
+      m[7] = tag
+      tally_sender(Q, tag, #m[6], now)
+    end
     if delay_ms > 0 then
       redis.call('ZADD', Q.delayed, due, m[1])
       redis.call('HSET', Q.dbody, m[1], cmsgpack.pack(m))
@@ -577,7 +650,7 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
 
   local upkeep = now + tonumber(c.ret) * 1000
   if delay_ms > 0 and due < upkeep then upkeep = due end
-  local hint = schedule(Q, name, upkeep)
+  local hint = earlier(schedule(Q, name, upkeep), senders_due)
   if delay_ms > 0 then
     wake(Q.waiters, name, 0, due, now)
     return reply(1, hint, 0, n)

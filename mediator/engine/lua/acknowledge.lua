@@ -7,7 +7,8 @@
 -- ARGV[1] qualified queue name  ARGV[2] number of ids (k)  ARGV[3 .. 2+k] message ids
 -- ARGV[3+k .. 5+k] with KEYS[15]: thread id, the peer's sender_order, ttl seconds
 -- Returns {deleted, our sender_order or -1, highest peer order or -1,
---          <queue_stats.lua's reply>...}
+--          <queue_stats.lua's reply (12 values)>..., the schedule's hint for the workers or -1
+--          (senders' byte counts: _lib.lua)}
 --         {0, -1, -1, -1}  no such queue
 local Q = queue_keys(KEYS, 1)
 if not exists(Q) then return {0, -1, -1, -1} end
@@ -24,4 +25,5 @@ if KEYS[15] then
   out[2], out[3] = orders[1], orders[2]
 end
 for _, v in ipairs(queue_counts(Q, ARGV[1], now)) do out[#out + 1] = v end
+out[#out + 1] = senders_due
 return out

@@ -8,8 +8,8 @@
 -- ARGV[3] space-separated: the most messages the queue takes per second (0: no limit),
 --   milliseconds until a phone's notification (0: none), then config fields whose presence
 --   the reply reports (a connection's push services, its device token)
--- ARGV[4 .. 9] one message: id, content type, content encoding, trace id, body, digest ('':
---   none; else a copy already queued with the same digest is not stored again)
+-- ARGV[4 .. 10] one message: id, content type, content encoding, trace id, body, digest ('':
+--   none; else a copy already queued with the same digest is not stored again), sender tag
 -- Returns {0}  no route; else {1, name, bits, <send.lua's reply>...}: bit i of `bits` says
 -- the field i + 1 is present, the bit after them that a notification was scheduled (its
 -- time is then in the send reply's hint when earlier, so one ZADD LT serves both).

@@ -1,5 +1,6 @@
 -- queue_delete: delete a queue and all its messages, unless other queues still use it as
--- their dead letter queue. The shard's books lose what the queue held (counted as dropped).
+-- their dead letter queue. The shard's books lose what the queue held (counted as dropped),
+-- and its senders what they had queued in it.
 -- KEYS: the queue's keys (keys.QueueKeys.all)  KEYS[15] refs (queues using it as their DLQ)
 -- ARGV[1] qualified queue name
 -- ARGV[2] '' to delete the config hash, else the config fields to remove (a DIDComm
@@ -22,6 +23,7 @@ local delayed = redis.call('ZCARD', Q.delayed)
 local hidden = redis.call('ZRANGEBYSCORE', Q.inflight, '(' .. int(now), '+inf', 'WITHSCORES')
 for i = 2, #hidden, 2 do flight_drop(Q, hidden[i], now) end
 add_bytes(Q, -(tonumber(redis.call('HGET', Q.cfg, 'bytes')) or 0))
+give_back_tally(Q, now)
 count(Q, 'n', -stored)
 count(Q, 'd', -delayed)
 count(Q, 'drop', stored + delayed)

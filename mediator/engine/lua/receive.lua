@@ -16,7 +16,8 @@
 --   more: 1 when the script stopped at its budget of purged entries: call again at once;
 --   with fewer than n handed out and more 0, the queue had nothing else visible, and the
 --   node was marked as waiting (ARGV[5]) in this very call
---   hint: the shard's new earliest due time when dead-lettering made it so, else -1
+--   hint: the shard's new earliest due time when dead-lettering or the senders' byte counts
+--   (_lib.lua) made it so, else -1
 --   per message: id, body, content type, content encoding, trace id, first enqueue ms,
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
 --   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
@@ -49,7 +50,7 @@ local function deliver(sid, fields)
   local f = to_table(fields)
   local size = #f.b
   if now - tonumber(f.z) >= ret_ms then
-    purge_entry(Q, sid, f.i, size, 'exp', now)
+    purge_entry(Q, sid, f, 'exp', now)
     head_moved = true
     return
   end
@@ -61,6 +62,7 @@ local function deliver(sid, fields)
     redis.call('ZREM', Q.inflight, sid)
     redis.call('HDEL', Q.rc, sid)
     add_bytes(Q, -size)
+    tally_sender(Q, f.s, -size, now)
     count(Q, 'n', -1)
     count(Q, 'dl', 1)
     head_moved = true
@@ -135,4 +137,5 @@ else
   -- needed first (marked after the wake-ups above, which are for the other waiters).
   if got < n and out[5] == 0 then mark_waiting(Q.waiters, channel, tonumber(ARGV[5]) or 0, now) end
 end
+out[6] = earlier(out[6], senders_due)
 return out

@@ -109,7 +109,7 @@ if redis.call('EXISTS', Q.stream) == 1 then
     else
       local f = to_table(e[1][2])
       if now - tonumber(f.z) >= ret_ms then
-        purge_entry(Q, sid, f.i, #f.b, 'exp', now)
+        purge_entry(Q, sid, f, 'exp', now)
         head_moved = true
       elseif matches(f) then
         deliver(sid, f)
@@ -127,7 +127,7 @@ if redis.call('EXISTS', Q.stream) == 1 then
       examined = examined + 1
       local f = to_table(e[2])
       if now - tonumber(f.z) >= ret_ms then
-        purge_entry(Q, e[1], f.i, #f.b, 'exp', now)
+        purge_entry(Q, e[1], f, 'exp', now)
         head_moved = true
       elseif got < n and matches(f) then
         deliver(e[1], f)

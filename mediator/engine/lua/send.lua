@@ -4,8 +4,9 @@
 -- ARGV[3] the most messages the queue takes per second (0: no limit)
 -- ARGV[4] '1': create a missing queue (lazy creation), with ARGV[5] = k config field/value
 --         pairs in ARGV[6 .. 5+2k]; '0': refuse a missing queue (ARGV[5] = 0)
--- then 6 values per message: id, content type, content encoding, trace id, body, digest
---   (a digest other than '' skips the message when one with that digest is queued already)
+-- then 7 values per message: id, content type, content encoding, trace id, body, digest
+--   (a digest other than '' skips the message when one with that digest is queued already),
+--   sender tag (other than '': the sender's queued bytes are counted, _lib.lua)
 -- Returns {1, now, hint, visible, delayed, copy...}  hint: the shard's new earliest due time,
 --         or -1; a copy per message: '' when stored, else the queued message it duplicates
 --         {-1}             no such queue

@@ -35,7 +35,7 @@ while touched < limit do
   for _, e in ipairs(batch) do
     local f = to_table(e[2])
     if now - tonumber(f.z) >= ret_ms then
-      purge_entry(Q, e[1], f.i, #f.b, 'exp', now)
+      purge_entry(Q, e[1], f, 'exp', now)
       purged = purged + 1
       touched = touched + 1
     else
