@@ -12,7 +12,6 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from bulk_load import Plan
@@ -307,12 +306,7 @@ def process_rates(
 def script_names() -> dict[str, str]:
     """SHA -> script name, as the files read now and as this process first read them
     (nodes started at another moment may run another version of the scripts)."""
-    folder = resources.files("mediator.engine") / "lua"
-    lib = (folder / "_lib.lua").read_text()
-    fresh = {
-        hashlib.sha1((lib + "\n" + (folder / f"{n}.lua").read_text()).encode()).hexdigest(): n
-        for n in NAMES
-    }
+    fresh = {hashlib.sha1(source.__wrapped__(n).encode()).hexdigest(): n for n in NAMES}
     return {sha(n): n for n in NAMES} | fresh
 
 

@@ -11,8 +11,10 @@ One cycle: a 1 KiB message sent to one of --queues DIDComm queues, received and
 acknowledged. Blocks of --cycles cycles alternate between the anchor (no tag) and the
 subject (one of --senders tags; the block ends with the workers' settle of every shard,
 counted in the subject's cost). For each pair: the server's CPU time per cycle (INFO's
-used_cpu_user + used_cpu_sys) and the cycles a second, subject / anchor. Prints the median
-ratios; results go to bench/results/sender-bytes-<timestamp>.json.
+used_cpu_user + used_cpu_sys) and the cycles a second, subject / anchor. Then the memory
+they keep: --memory-messages messages of 1 KiB left queued over the queues, without and
+then with tags (used_memory after / before, per message). Prints the median ratios;
+results go to bench/results/sender-bytes-<timestamp>.json.
 
     python bench/sender_bytes_bench.py --help
 """
@@ -69,6 +71,31 @@ async def block(
     return (server_cpu(await redis.info("cpu")) - before) / n, n / elapsed
 
 
+async def queued_memory(
+    engine: Engine, refs: list[QueueRef], tags: list[str], n: int
+) -> dict[str, float]:
+    """Bytes of used_memory per message left queued, untagged and tagged."""
+    out = {}
+    body = random.randbytes(1024)
+    for label, senders in (("untagged", [""]), ("tagged", tags)):
+        before = int((await engine.redis.info("memory"))["used_memory"])
+        for start in range(0, n, 64):
+            await asyncio.gather(
+                *(
+                    engine.send(
+                        refs[i % len(refs)],
+                        [SendMessage(body, sender=senders[i % len(senders)])],
+                        create_with=CONFIG,
+                    )
+                    for i in range(start, min(n, start + 64))
+                )
+            )
+        after = int((await engine.redis.info("memory"))["used_memory"])
+        out[label] = (after - before) / n
+        print(f"memory kept per queued message, {label}: {out[label]:.0f} B", flush=True)
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sender-bytes-") as tmp:
         server = EmbeddedServer(Path(tmp), lock=False)
@@ -95,10 +122,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"{b_rate:.0f} ({b_rate / a_rate:.3f}x)",
                     flush=True,
                 )
+            memory = await queued_memory(engine, refs, tags, args.memory_messages)
         finally:
             await backend.aclose()
             server.stop()
     return {
+        "memory_bytes_per_message": memory,
         "cycles": args.cycles,
         "queues": args.queues,
         "senders": args.senders,
@@ -118,11 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int, default=5, help="anchor/subject block pairs")
     p.add_argument("--queues", type=int, default=1000, help="DIDComm queues the cycles use")
     p.add_argument("--senders", type=int, default=50, help="sender tags the subject uses")
+    p.add_argument(
+        "--memory-messages", type=int, default=20000, help="messages left queued, per kind"
+    )
     args = p.parse_args(argv)
     result = asyncio.run(run(args))
     print(
         f"median: server CPU per cycle {result['server_cpu_ratio']:.3f}x the anchor's, "
-        f"cycles a second {result['rate_ratio']:.3f}x"
+        f"cycles a second {result['rate_ratio']:.3f}x; memory per queued message "
+        f"{result['memory_bytes_per_message']['untagged']:.0f} -> "
+        f"{result['memory_bytes_per_message']['tagged']:.0f} B"
     )
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)

@@ -367,16 +367,23 @@ class Mix:
         return dict(out)
 
     async def check_senders(self, label: str) -> None:
-        """Every shard's pending changes added to the senders' counts (as the workers do):
-        each count is what the model holds of that sender, stored, delayed or handed out."""
+        """Every shard's changed senders copied into their counts (as the workers do): each
+        count is what the model holds of that sender (stored, delayed or handed out), and
+        every shard is left with nothing marked to copy."""
         books = SenderBooks(self.redis, self.engine.scripts, Settings())
         now = await redis_ms(self.redis)
         for s in range(keys.SHARDS):
             await books.settle(s, now)
         want = self.queued_by_sender(m for m in self.msgs.values() if not m.outbox_to)
         for sender in SENDERS[1:]:
-            got = int(await self.redis.get(keys.sender_queued(sender)) or 0)
+            got = int(await self.redis.hget(keys.sender_queued(sender), "@") or 0)
             assert got == want.get(sender, 0), f"[{label}] {sender}: counted {got}, {want}"
+        pipe = self.redis.pipeline(transaction=False)
+        for s in range(keys.SHARDS):
+            pipe.exists(keys.shard_senders_changed(s))
+            pipe.zscore(keys.shard_due(s), keys.SENDERS_MEMBER)
+        left = await pipe.execute()
+        assert not any(left), f"[{label}] senders left to copy or scheduled"
 
     async def settle_deadlines(self, margin_ms: int) -> None:
         """Wait until no deadline lies in the last second or in the next `margin_ms`: the

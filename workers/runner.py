@@ -34,7 +34,7 @@ from mediator.engine import Engine, keys
 from mediator.engine.books import read_shards, write_summary
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
-from mediator.mediation.senders import SenderBooks
+from mediator.mediation.senders import RECHECK_SECONDS, SenderBooks
 from mediator.mediation.store import MediationStore
 from mediator.notify.notifier import Notifier
 from mediator.ops.metrics import Metrics
@@ -91,6 +91,7 @@ class Worker:
         self._clock_offset_ms = 0.0  # Redis time minus this host's, learnt at each balance
         self._next_balance = 0.0
         self._next_stats = 0.0
+        self._next_recheck = 0.0
         self._heads_polled: dict[int, float] = {}
         self._audit_at = time.monotonic()
         self._audit_credit = 0.0
@@ -141,6 +142,9 @@ class Worker:
         if now >= self._next_stats:
             await self.refresh_totals()
             self._next_stats = now + self.settings.stats_seconds
+        if 0 in self.owned and now >= self._next_recheck:  # one worker does it
+            await self.senders.recheck(self.redis_now_ms())
+            self._next_recheck = now + RECHECK_SECONDS
         await self._audit_step(now)
 
     # ----------------------------------------------------------------- leases

@@ -161,6 +161,7 @@ class Engine(RecipientQueues):
             if code == 0:
                 raise QueueNotFound(ref.name)
             if code == 1:
+                await self._hint(qk.shard, int(result[2]))
                 pipe = self.redis.pipeline(transaction=False)
                 if ref.namespace == keys.MQS_NAMESPACE:
                     pipe.zrem(keys.mqs_names(), ref.name)

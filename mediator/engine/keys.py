@@ -181,11 +181,17 @@ def shard_registry(shard: int, namespace: str) -> str:
 
 
 def shard_senders(shard: int) -> str:
-    """Hash: sender tag -> bytes its messages in the shard's queues gained or lost since the
-    worker last added them to the sender's count (`sender_queued`); member `SENDERS_MEMBER`
-    of the shard's schedule says when that is due. The scripts derive it from `shard_due`
-    (`_lib.lua` queue_keys)."""
+    """Hash: sender tag -> bytes of its messages in the shard's queues (kept by the scripts
+    that store and remove them). The scripts derive it from `shard_due` (`_lib.lua`
+    queue_keys)."""
     return f"x:{{{shard}}}:sb"
+
+
+def shard_senders_changed(shard: int) -> str:
+    """Set: senders whose total in the shard changed since a worker last copied it into
+    their count (`sender_queued`); member `SENDERS_MEMBER` of the shard's schedule says
+    when that is due. Derived like `shard_senders`."""
+    return f"x:{{{shard}}}:sbd"
 
 
 def moved(shard: int) -> str:
@@ -319,9 +325,9 @@ def rate_window(kind: str, subject: str) -> str:
 
 
 def sender_queued(tag: str) -> str:
-    """String: bytes a sender (its tag: mediator/mediation/senders.py) has queued across the
-    cluster, as far as the workers have added them up; expires when untouched for longer
-    than a message may wait."""
+    """Hash: shard -> bytes a sender (its tag: mediator/mediation/senders.py) has queued in
+    it, as the workers last copied them, and `@` their sum; expires when untouched for
+    longer than a message may wait."""
     return f"sq:{{{tag}}}"
 
 

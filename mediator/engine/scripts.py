@@ -49,6 +49,8 @@ NAMES = (
     "route",
     "adopt",
     "senders_take",
+    "senders_done",
+    "sender_count",
     "acknowledge",
     "notify",
     "rate",

@@ -5,20 +5,20 @@ the per-minute byte budget, mediator/transport/abuse.py). The node stores each f
 message with the sender's tag (`SenderTags`: a keyed hash, so Redis holds no client
 addresses), and every script that adds or removes a tagged message records the change in
 its own slot (`_lib.lua`, "senders' queued bytes"): in the queue's tally, and in its shard's
-pending changes (keys.shard_senders). The worker holding the shard adds those to the
-senders' counts about a second later (`SenderBooks.settle`, member `@sb` of the shard's
-schedule), and marks a sender whose count is over the limit in keys.senders_over for
-`OVER_MS`, again at each settle while it stays over. Each node reads that set at most once
-a second (`Refusals`) and answers the sender's forwards 429 with Retry-After.
+total for the sender (keys.shard_senders), which it marks changed. The worker holding the
+shard copies the changed totals into the senders' counts about a second later
+(`SenderBooks.settle`, member `@sb` of the shard's schedule) and lists a sender whose count
+is over the limit in keys.senders_over for `OVER_MS`; the worker holding partition 0 reads
+the list again every `RECHECK_SECONDS` (`SenderBooks.recheck`), keeping those still over
+and dropping the others. Each node reads the list at most once a second (`Refusals`) and
+answers the sender's forwards 429 with Retry-After.
 
 So a forward costs no Redis call of its own for this limit, and a queue and its sender's
-bookkeeping change together atomically. What is eventually consistent is the count: it lags
-the queues by a settle (about a second, up to `--hint-poll-seconds` for bytes given back by
-a pickup when nothing else in the shard is due), and a refusal reaches the nodes a second
-after that. A sender can so go over the limit by what it forwards in those seconds, which
-its per-minute byte budget bounds. A worker that dies between taking a shard's changes and
-adding them loses them; a sender's count expires once untouched for longer than a message
-may wait (`count_ttl_ms`), which bounds how long such a loss can matter.
+bookkeeping change together atomically. The count lags the queues by a settle (about a
+second), and a refusal reaches the nodes a second after that: a sender can go over the
+limit by what it forwards in those seconds, which its per-minute byte budget bounds. The
+worker copies totals, it does not add changes, and unmarks a sender only once its copy is
+current: a worker that dies midway, or a copy made twice, leaves no error behind.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import math
 import time
 from typing import Any
@@ -34,11 +35,17 @@ from mediator.engine import keys
 from mediator.engine.scripts import Scripts
 from mediator.errors import RateLimited
 from mediator.settings import Settings
-from mediator.storage.clients import RedisClient
+from mediator.storage.clients import STORAGE_ERRORS, RedisClient
+
+log = logging.getLogger(__name__)
 
 LABEL = b"mediator sender tags v1"
 TAG_BYTES = 9  # 72 bits: no two of a billion senders share a tag but by a 1-in-10^4 chance
-OVER_MS = 30_000  # how long a settle's verdict "over the limit" holds without another
+OVER_MS = 30_000  # how long a verdict "over the limit" holds unless renewed
+RECHECK_SECONDS = 5.0  # how often the listed senders are looked at again (partition 0's worker)
+SETTLE_MS = 1000  # as _lib.lua's: a settle left with senders marked comes back this soon
+RETRY_MS = 10_000  # a taken settle comes back after this unless it is done
+MOST_TAKEN = 1000  # senders one settle takes (more: another settle right after)
 REFRESH_SECONDS = 1.0  # how often a node reads the senders over the limit
 MOST_OVER = 100_000  # refusals a node reads at once (each is a sender with > limit queued)
 DAY_MS = 86_400_000
@@ -66,7 +73,7 @@ def count_ttl_ms(settings: Settings) -> int:
 
 
 class SenderBooks:
-    """The workers' side: adds a shard's pending changes to the senders' counts."""
+    """The workers' side: copies a shard's changed totals into the senders' counts."""
 
     def __init__(self, redis: RedisClient, scripts: Scripts, settings: Settings) -> None:
         self.redis = redis
@@ -75,53 +82,71 @@ class SenderBooks:
         self.ttl_ms = count_ttl_ms(settings)
 
     async def settle(self, shard: int, now_ms: int) -> int:
-        """Add the shard's pending changes to the senders' counts; the senders changed."""
+        """Copy the changed senders' totals in the shard; how many senders."""
+        books = [keys.shard_senders(shard), keys.shard_senders_changed(shard)]
+        books.append(keys.shard_due(shard))
         flat = await self.scripts.call(
-            "senders_take",
-            [keys.shard_senders(shard), keys.shard_due(shard)],
-            [keys.SENDERS_MEMBER],
+            "senders_take", books, [keys.SENDERS_MEMBER, now_ms + RETRY_MS, MOST_TAKEN]
         )
-        changes = [(_text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
-        changes = [(tag, delta) for tag, delta in changes if delta != 0]
-        if not changes:
+        totals = [(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
+        if not totals:
             return 0
-        pipe = self.redis.pipeline(transaction=False)
-        for tag, delta in changes:
-            pipe.incrby(keys.sender_queued(tag), delta)
-            pipe.pexpire(keys.sender_queued(tag), self.ttl_ms)
-        totals = (await pipe.execute())[::2]
-        await self._verdicts(changes, totals, now_ms)
-        return len(changes)
+        counts = await self.scripts.pipeline(
+            [
+                ("sender_count", [keys.sender_queued(tag)], [shard, total, self.ttl_ms])
+                for tag, total in totals
+            ]
+        )
+        await self._verdicts(
+            [(tag, int(c[0]), int(c[1])) for (tag, _), c in zip(totals, counts, strict=True)],
+            now_ms,
+        )
+        done = [v for pair in totals for v in pair]
+        await self.scripts.call(
+            "senders_done", books, [keys.SENDERS_MEMBER, now_ms + SETTLE_MS, *done]
+        )
+        return len(totals)
 
-    async def _verdicts(
-        self, changes: list[tuple[str, int]], totals: list[Any], now_ms: int
-    ) -> None:
-        over: dict[str, int] = {}
-        under: list[str] = []
-        gone: list[str] = []
-        for (tag, delta), raw in zip(changes, totals, strict=True):
-            total = int(raw)
-            if total <= 0:
-                gone.append(keys.sender_queued(tag))
-            if self.limit <= 0:
-                continue
-            if total > self.limit:
-                over[tag] = now_ms + OVER_MS
-            elif total - delta > self.limit:  # it went under: refused no longer
-                under.append(tag)
-        if gone:
-            pipe = self.redis.pipeline(transaction=False)
-            for key in gone:
-                pipe.delete(key)
-            await pipe.execute()
-        if over or under:  # rare: only senders at the limit write to the one shared key
+    async def _verdicts(self, counts: list[tuple[str, int, int]], now_ms: int) -> None:
+        """List the senders over the limit, unlist those that went under it (rare: only
+        senders at the limit write to the one shared key)."""
+        if self.limit <= 0:
+            return
+        over = {tag: now_ms + OVER_MS for tag, now, _ in counts if now > self.limit}
+        under = [tag for tag, now, before in counts if now <= self.limit < before]
+        if over or under:
             pipe = self.redis.pipeline(transaction=False)
             if over:
                 pipe.zadd(keys.senders_over(), over)
             if under:
                 pipe.zrem(keys.senders_over(), *under)
-            pipe.zremrangebyscore(keys.senders_over(), "-inf", now_ms)
             await pipe.execute()
+
+    async def recheck(self, now_ms: int) -> int:
+        """The listed senders again, from their counts: those still over stay listed for
+        another `OVER_MS`, the others go (also a listing that raced an unlisting, and one
+        whose settle never came). How many stay listed."""
+        if self.limit <= 0:
+            return 0
+        listed = [_text(t) for t in await self.redis.zrange(keys.senders_over(), 0, MOST_OVER)]
+        if not listed:
+            return 0
+        pipe = self.redis.pipeline(transaction=False)
+        for tag in listed:
+            pipe.hget(keys.sender_queued(tag), "@")
+        counts = await pipe.execute()
+        over = {
+            t: now_ms + OVER_MS
+            for t, c in zip(listed, counts, strict=True)
+            if int(c or 0) > self.limit
+        }
+        pipe = self.redis.pipeline(transaction=False)
+        if over:
+            pipe.zadd(keys.senders_over(), over)
+        if len(over) < len(listed):
+            pipe.zrem(keys.senders_over(), *(t for t in listed if t not in over))
+        await pipe.execute()
+        return len(over)
 
 
 class Refusals:
@@ -148,6 +173,8 @@ class Refusals:
             raise RateLimited(self.reason, retry_after=max(1, math.ceil(left)))
 
     async def _refresh(self) -> None:
+        """Read the list again when it is a second old. When Redis does not answer, the list
+        read last stands (the forward's own call will fail or not on its own)."""
         now = time.monotonic()
         if self._reading or now - self._read_at < REFRESH_SECONDS:
             return
@@ -157,8 +184,10 @@ class Refusals:
                 keys.senders_over(), int(time.time() * 1000), "+inf", 0, MOST_OVER, withscores=True
             )
             self.until = {_text(row[0]): float(row[1]) / 1000 for row in rows}
-            self._read_at = now
+        except STORAGE_ERRORS as exc:
+            log.warning("could not read the senders over their queued bytes: %s", exc)
         finally:
+            self._read_at = now
             self._reading = False
 
 

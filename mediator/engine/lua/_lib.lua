@@ -37,7 +37,8 @@ local function queue_keys(list, at)
     delayed = list[at + 4], dbody = list[at + 5], ids = list[at + 6], outbox = list[at + 7],
     waiters = list[at + 8], due = list[at + 9], tot = list[at + 10], fl = list[at + 11],
     old = list[at + 12], reg = list[at + 13], dg = list[at] .. ':dg',
-    sb = string.sub(list[at + 9], 1, -4) .. 'sb'}  -- x:{S}:due -> x:{S}:sb (keys.shard_senders)
+    -- x:{S}:due -> x:{S}:sb and x:{S}:sbd (keys.shard_senders, shard_senders_changed)
+    sb = string.sub(list[at + 9], 1, -4) .. 'sb', sbd = string.sub(list[at + 9], 1, -4) .. 'sbd'}
 end
 
 local function exists(Q)
@@ -125,12 +126,14 @@ end
 -- A forwarded message carries its sender's tag (a keyed hash of its connection or address:
 -- mediator/mediation/senders.py), and what a sender has queued across the cluster is held to
 -- --limit-sender-queued-bytes. A script that stores or removes a tagged message records the
--- change in its own slot, twice: in the queue's tally (config field `q:<tag>`, what a queue
--- deleted whole gives back) and in the shard's pending changes (`Q.sb`, tag -> bytes), which
--- the worker holding the shard adds to the senders' counts, SETTLE_MS after the first
--- change (member SENDERS_MEMBER of the shard's schedule). `senders_due` is the hint this
--- call must give the workers when that made it the shard's earliest (-1: none): the scripts
--- that change tagged messages return it (send, forward, acknowledge, receive, delete).
+-- change in its own slot: in the queue's tally (config field `q:<tag>`, what a queue deleted
+-- whole gives back) and in the shard's totals (`Q.sb`: tag -> bytes it has queued in the
+-- shard), marking the sender changed (`Q.sbd`). The worker holding the shard copies the
+-- changed senders' totals into their counts, SETTLE_MS after the first change (member
+-- SENDERS_MEMBER of the shard's schedule): copies, not increments, so a copy lost or made
+-- twice does no harm. `senders_due` is the hint this call must give the workers when that
+-- made it the shard's earliest (-1: none): the scripts that change tagged messages return
+-- it (send, forward, acknowledge, receive, delete, queue_delete).
 local SETTLE_MS = 1000
 local senders_due = -1
 
@@ -142,9 +145,10 @@ end
 
 local function owe_sender(Q, tag, delta, now)
   if not tag or tag == '' or delta == 0 then return end
-  if redis.call('HINCRBY', Q.sb, tag, int(delta)) ~= delta then return end
-  -- the shard's first change to this sender since the worker took them
-  senders_due = earlier(senders_due, schedule(Q, SENDERS_MEMBER, now + SETTLE_MS))
+  if redis.call('HINCRBY', Q.sb, tag, int(delta)) <= 0 then redis.call('HDEL', Q.sb, tag) end
+  if redis.call('SADD', Q.sbd, tag) == 1 then
+    senders_due = earlier(senders_due, schedule(Q, SENDERS_MEMBER, now + SETTLE_MS))
+  end
 end
 
 local function tally_sender(Q, tag, delta, now)

@@ -5,7 +5,7 @@
 -- ARGV[1] qualified queue name
 -- ARGV[2] '' to delete the config hash, else the config fields to remove (a DIDComm
 --         connection's record is its queue's config hash and outlives the queue)
--- Returns {1, own dead letter queue or ''}  deleted
+-- Returns {1, own dead letter queue or '', the schedule's hint for the workers or -1}  deleted
 --         {0}                              no such queue
 --         {2, user, ...}                   still used as a dead letter queue by these
 local Q = queue_keys(KEYS, 1)
@@ -37,4 +37,4 @@ if ARGV[2] == '' then
 else
   redis.call('HDEL', Q.cfg, unpack(cmsgpack.unpack(ARGV[2])))
 end
-return {1, dlq}
+return {1, dlq, senders_due}

@@ -1,0 +1,156 @@
+"""The senders' queued bytes (mediator/mediation/senders.py) at the engine: what a worker's
+settle copies, how long a sender stays refused, and what survives a worker that dies
+between taking a shard's changes and finishing. Against the real server; each test uses
+senders and queues of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
+from mediator.errors import RateLimited
+from mediator.mediation.senders import (
+    OVER_MS,
+    REFRESH_SECONDS,
+    RETRY_MS,
+    Refusals,
+    SenderBooks,
+    SenderTags,
+)
+from mediator.settings import Settings
+from mediator.storage.clients import RedisClient
+
+pytestmark = pytest.mark.engine
+
+LIMIT = 1000
+SETTINGS = Settings(limit_sender_queued_bytes=LIMIT)
+CONFIG = QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
+
+
+def _queue() -> QueueRef:
+    return QueueRef(keys.DIDCOMM_NAMESPACE, "s-" + uuid.uuid4().hex[:10])
+
+
+def _sender() -> str:
+    return "t" + uuid.uuid4().hex[:11]
+
+
+async def _now(redis: RedisClient) -> int:
+    seconds, micros = await redis.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+async def _send(engine: Engine, ref: QueueRef, sender: str, sizes: list[int]) -> list[str]:
+    messages = [SendMessage(b"x" * n, sender=sender) for n in sizes]
+    return (await engine.send(ref, messages, create_with=CONFIG)).message_ids
+
+
+async def _settle(books: SenderBooks, ref: QueueRef, now: int) -> None:
+    await books.settle(keys.queue_keys(ref.qualified).shard, now)
+
+
+async def _count(redis: RedisClient, sender: str) -> int:
+    return int(await redis.hget(keys.sender_queued(sender), "@") or 0)
+
+
+async def _listed(redis: RedisClient, sender: str) -> float | None:
+    return await redis.zscore(keys.senders_over(), sender)
+
+
+async def test_a_sender_stays_refused_while_over_and_is_let_go_once_under(
+    engine: Engine, redis_client: RedisClient
+) -> None:
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS)
+    refusals = Refusals(redis_client, SETTINGS)
+    ref, other, sender = _queue(), _queue(), _sender()
+    await _send(engine, ref, sender, [400, 400])
+    await _send(engine, other, sender, [400])
+    now = await _now(redis_client)
+    await _settle(books, ref, now)
+    await _settle(books, other, now)
+    assert await _count(redis_client, sender) == 1200
+    assert await _listed(redis_client, sender) == now + OVER_MS
+    with pytest.raises(RateLimited) as refused:
+        await refusals.check(sender)
+    assert "more than 1,000 bytes queued" in refused.value.reason
+    assert 1 <= refused.value.retry_after <= OVER_MS // 1000
+    # Nobody picks up and nothing changes: long after the first verdict would have run
+    # out, the recheck keeps the sender listed.
+    later = now + 2 * OVER_MS
+    assert await books.recheck(later) >= 1
+    assert await _listed(redis_client, sender) == later + OVER_MS
+    # The recipient of `ref` takes its two messages: 400 bytes left, under the limit.
+    got = await engine.receive(ref, 10)
+    await engine.acknowledge(ref, [m.message_id for m in got.messages])
+    await _settle(books, ref, later)
+    assert await _count(redis_client, sender) == 400
+    assert await _listed(redis_client, sender) is None
+    await asyncio.sleep(REFRESH_SECONDS)  # the node reads the list again
+    await refusals.check(sender)  # nothing raised
+    assert sender not in refusals.until
+
+
+async def test_a_settle_cut_off_after_taking_is_finished_by_the_next(
+    engine: Engine, redis_client: RedisClient
+) -> None:
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS)
+    ref, sender = _queue(), _sender()
+    shard = keys.queue_keys(ref.qualified).shard
+    books_keys = [keys.shard_senders(shard), keys.shard_senders_changed(shard)]
+    books_keys.append(keys.shard_due(shard))
+    await _send(engine, ref, sender, [100, 200])
+    now = await _now(redis_client)
+    # A worker takes the shard's changes and dies before copying them.
+    taken = await engine.scripts.call(
+        "senders_take", books_keys, [keys.SENDERS_MEMBER, now + RETRY_MS, 1000]
+    )
+    assert [bytes(v).decode() for v in taken[:2]] == [sender, "300"]
+    assert await redis_client.zscore(keys.shard_due(shard), keys.SENDERS_MEMBER) == now + RETRY_MS
+    assert await _count(redis_client, sender) == 0
+    # The next settle (the retry the take scheduled) copies them; a copy made twice
+    # changes nothing.
+    await books.settle(shard, now + RETRY_MS)
+    assert await _count(redis_client, sender) == 300
+    again = await engine.scripts.call(
+        "sender_count", [keys.sender_queued(sender)], [shard, 300, 60_000]
+    )
+    assert [int(v) for v in again] == [300, 300]
+    assert await _count(redis_client, sender) == 300
+    assert not await redis_client.sismember(keys.shard_senders_changed(shard), sender)
+
+
+async def test_a_deleted_queue_and_an_expired_message_give_their_bytes_back(
+    engine: Engine, redis_client: RedisClient
+) -> None:
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS)
+    ref, short, sender = _queue(), _queue(), _sender()
+    await _send(engine, ref, sender, [300, 300])
+    await engine.create_queue(
+        short, QueueConfig(retention_seconds=1, visibility_timeout_seconds=30)
+    )
+    await engine.send(short, [SendMessage(b"y" * 250, sender=sender)])
+    now = await _now(redis_client)
+    await _settle(books, ref, now)
+    await _settle(books, short, now)
+    assert await _count(redis_client, sender) == 850
+    await engine.delete_queue(ref, cascade=False)
+    await _settle(books, ref, now)
+    assert await _count(redis_client, sender) == 250
+    # Past its retention, the receive that finds it purges it.
+    await asyncio.sleep(1.1)
+    assert (await engine.receive(short, 1)).messages == []
+    await _settle(books, short, await _now(redis_client))
+    assert await _count(redis_client, sender) == 0
+    assert not await redis_client.exists(keys.sender_queued(sender))
+
+
+def test_a_tag_is_the_same_on_every_node_and_hides_the_address() -> None:
+    seed = bytes(range(32))
+    one, two = SenderTags(seed), SenderTags(seed)
+    tag = one.tag("203.0.113.7")
+    assert tag == two.tag("203.0.113.7") and len(tag) == 12
+    assert "203" not in tag and tag != one.tag("203.0.113.8")
+    assert SenderTags(bytes(32)).tag("203.0.113.7") != tag
