@@ -236,6 +236,8 @@ class Mix:
         self.engine = engine
         self.redis = redis
         self.rng = rng
+        # Senders drawn apart, so that the operations' sequence is the seed's alone.
+        self.senders = random.Random(SEED + 1)
         self.routed = routed  # forward.lua may run (every key on one server)
         self.queues: dict[str, Queue] = {}  # by qualified name: the ones that exist now
         self.known: dict[str, Queue] = {}  # every queue ever made, by qualified name
@@ -436,7 +438,7 @@ class Mix:
         ref = queue.ref if isinstance(queue, Queue) else queue
         bodies = self.bodies(n)
         tags = [self.rng.choice(TAGS) for _ in bodies]
-        sender = self.rng.choice(SENDERS)
+        sender = self.senders.choice(SENDERS)
         lazy = ref.namespace == DC
         before = await redis_ms(self.redis)
         messages = [
@@ -461,7 +463,7 @@ class Mix:
         bucket = keys.routes_bucket(raw)
         await self.redis.hset(bucket, raw, name)  # type: ignore[arg-type,unused-ignore]
         (body,) = self.bodies(1)
-        sender = self.rng.choice(SENDERS)
+        sender = self.senders.choice(SENDERS)
         before = await redis_ms(self.redis)
         message = SendMessage(body, trace_id="k0", sender=sender)
         try:
