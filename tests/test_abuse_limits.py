@@ -19,6 +19,7 @@ from mediator.mediation.senders import REFRESH_SECONDS
 from mediator.transport.client_address import client_address
 from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key
 from tests.eventually import eventually
+from tests.scrape import value
 from tests.servers import Node, RedisUnderTest
 
 pytestmark = pytest.mark.topology
@@ -265,6 +266,9 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(limited_redis:
             assert (await post(100, b.base, sender)).status_code == 429
             other = {**ENVELOPE, "x-forwarded-for": "203.0.113.61"}
             assert (await post(101, a.base, other)).status_code == 202
+            # Operators see it: one sender refused, on every node's /metrics.
+            scraped = (await http.get(b.base + "/metrics")).text
+            assert value(scraped, "mediator_senders_over_queued_bytes") == 1
             # Nothing accepted is lost: the recipients take every message.
             assert await _take_all(one) + await _take_all(two) == accepted + 1
             # With its messages taken, the sender is accepted again.
@@ -272,6 +276,8 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(limited_redis:
                 lambda: post(102, a.base, sender), lambda r: r.status_code == 202, within=15
             )
             assert again.status_code == 202, again.text
+            scraped = (await http.get(a.base + "/metrics")).text
+            assert value(scraped, "mediator_senders_over_queued_bytes") == 0
     finally:
         a.stop()
         b.stop()

@@ -1,8 +1,10 @@
 """What every node's /metrics tells of the whole deployment, read at scrape time: the Redis
-primaries' memory against their limit, and whether the upkeep partitions have live workers.
+primaries' memory against their limit, whether the upkeep partitions have live workers,
+and how many senders are refused for what they have queued.
 
 A few commands per scrape whatever the number of queues: TIME, the lease hash (one field
-per partition), the worker set, and INFO memory from each primary.
+per partition), the worker set, the refused senders' count, and INFO memory from each
+primary.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class ClusterState:
     workers: int  # live workers (heartbeat not expired)
     partitions_leased: int  # partitions some live worker holds an unexpired lease on
     memory: list[ServerMemory] = field(default_factory=list)
+    senders_refused: int = 0  # listed over --limit-sender-queued-bytes (mediation/senders.py)
 
 
 async def read(backend: Backend, partitions: int) -> ClusterState:
@@ -46,7 +49,8 @@ async def read(backend: Backend, partitions: int) -> ClusterState:
             if int(p) < partitions and _until(v) > now_ms and _holder(v) is not None
         )
         memory = [await _memory(client) for client in backend.primaries()]
-    return ClusterState(int(workers), leased, memory)
+        refused = await redis.zcount(keys.senders_over(), now_ms, "+inf")
+    return ClusterState(int(workers), leased, memory, int(refused))
 
 
 async def _now_ms(redis: RedisClient) -> int:

@@ -173,6 +173,12 @@ class Metrics:
             "1 while this node answers /readyz with 200 (not draining, Redis answers), else 0.",
             registry=r,
         )
+        self.senders_refused = Gauge(
+            "mediator_senders_over_queued_bytes",
+            "Senders refused forwards now for having more than --limit-sender-queued-bytes "
+            "queued (across the cluster), read at scrape time.",
+            registry=r,
+        )
         self.redis_used = Gauge(
             "mediator_redis_used_memory_bytes",
             "Memory each Redis primary uses (INFO used_memory), read at scrape time.",
@@ -239,6 +245,7 @@ class Metrics:
         self.partitions.set(partitions)
         self.partitions_leased.set(state.partitions_leased)
         self.workers.set(state.workers)
+        self.senders_refused.set(state.senders_refused)
         seen = {m.server for m in state.memory}
         for gone in self._servers - seen:  # a primary replaced after a failover
             self.redis_used.remove(gone)
