@@ -9,7 +9,7 @@ tags fall on 1,024 distinct slots, spread evenly over any set of primaries.
     q:{S}:<ns>:<name>        the queue's config hash (a DIDComm connection's record too)
     q:{S}:<ns>:<name>:<x>    the queue's stream, in-flight set, ... (suffixes below)
     x:{S}:...                the shard's schedule, totals, in-flight buckets, oldest, registry,
-                             senders' pending byte changes
+                             senders' queued bytes in the shard
     d:{r<B>}:r, d:{o<B>}:o   recipient key -> connection, our key -> connection (16,384 buckets)
     sq:{<tag>}               a sender's queued bytes (one slot per sender)
     g:{g}:...                worker coordination: leases, hints, partition totals (small)
@@ -152,8 +152,8 @@ def shard_due(shard: int) -> str:
     """Sorted set: what in the shard is due when (ms): a queue's upkeep (member: qualified
     name), a connection's push retry (`@push:<connection>`) or pending phone notification
     (`@note:<connection>`), expired forwarding entries
-    (`@moved`), senders' byte changes to add up (`@sb`). Workers touch a queue only when it
-    is due here."""
+    (`@moved`), senders' totals to copy into their counts (`@sb`). Workers touch a queue
+    only when it is due here."""
     return f"x:{{{shard}}}:due"
 
 
@@ -208,7 +208,7 @@ def moved_expiry(shard: int) -> str:
 PUSH_MEMBER = "@push:"  # + connection: a push retry in the shard's schedule
 NOTE_MEMBER = "@note:"  # + connection: a phone notification pending (mediator/notify)
 MOVED_MEMBER = "@moved"  # expired forwarding entries to forget
-SENDERS_MEMBER = "@sb"  # senders' queued bytes to add to their counts (shard_senders)
+SENDERS_MEMBER = "@sb"  # changed senders' totals to copy (shard_senders_changed)
 
 
 def mqs_names() -> str:
