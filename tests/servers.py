@@ -93,16 +93,17 @@ class RedisUnderTest:
         else:
             redis.Redis.from_url(self.url).flushall()
 
-    def isolated_url(self) -> str:
-        """Storage no other test module writes to: database 3, or (Redis Cluster has only
-        database 0) a cluster of its own."""
+    def isolated_url(self, db: int = 3) -> str:
+        """Storage no other test module writes to: database `db` (3 unless a test needs one
+        apart from its module's), or (Redis Cluster has only database 0) a cluster of its
+        own."""
         if self.topology == "cluster":
             assert self._tmp is not None
             root = Path(self._tmp.name) / f"isolated-{len(self._deployments)}"
             return self._deploy(root, os.environ.get("MEDIATOR_TEST_REDIS_SERVER", "")).url
-        return (
-            self.url.rsplit("/", 1)[0] + "/3" if self.topology == "standalone" else self.url + "/3"
-        )
+        if self.topology == "standalone":
+            return self.url.rsplit("/", 1)[0] + f"/{db}"
+        return self.url + f"/{db}"
 
     def stop(self) -> None:
         if self._container is not None:

@@ -16,6 +16,7 @@ import websockets
 from mediator.client import ClientError, Recipient, Sender
 from mediator.client.recipient import delivered
 from mediator.mediation.senders import REFRESH_SECONDS
+from mediator.storage.clients import Backend
 from mediator.transport.client_address import client_address
 from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key
 from tests.eventually import eventually
@@ -225,17 +226,25 @@ async def _take_all(peer: Peer) -> int:
         taken += len(got)
 
 
-async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(limited_redis: str) -> None:
+async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
+    redis_server: RedisUnderTest,
+) -> None:
     """A sender (an address behind the proxy) forwarding to recipients who do not pick up is
     refused on every node once it has the limit queued, within the few seconds the count
     lags; another sender is not; everything accepted is there; once the recipients took
-    the messages, the sender is accepted again."""
+    the messages, the sender is accepted again. On storage of its own: every worker there
+    must have the nodes' limit (the module's other nodes have the default)."""
+    url = redis_server.isolated_url(db=4)
+    backend = Backend(url)
+    await backend.start()
+    await backend.client.flushdb()
+    await backend.aclose()
     env = {
         "MEDIATOR_LIMIT_SENDER_QUEUED_BYTES": "60000",
         "MEDIATOR_TRUSTED_PROXIES": "127.0.0.1/32",
         "MEDIATOR_LIMIT_EXEMPT_NETWORKS": "127.0.0.1/32",
     }
-    a, b = Node(limited_redis, **env).start(), Node(limited_redis, **env).start()
+    a, b = Node(url, **env).start(), Node(url, **env).start()
     try:
         med = await mediator_key(a.base)
         async with Peer(a.base, med) as one, Peer(b.base, med) as two, httpx.AsyncClient() as http:

@@ -1,12 +1,13 @@
 """The senders' queued bytes (mediator/mediation/senders.py) at the engine: what a worker's
 settle copies, how long a sender stays refused, and what survives a worker that dies
-between taking a shard's changes and finishing. Against the real server; each test uses
-senders and queues of its own."""
+between taking a shard's changes and finishing. Against the real server, on storage of
+their own (no node's worker settles or rechecks behind the tests' backs)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,13 +22,35 @@ from mediator.mediation.senders import (
     SenderTags,
 )
 from mediator.settings import Settings
-from mediator.storage.clients import RedisClient
+from mediator.storage.clients import Backend, RedisClient
+from tests.servers import RedisUnderTest
 
 pytestmark = pytest.mark.engine
 
 LIMIT = 1000
 SETTINGS = Settings(limit_sender_queued_bytes=LIMIT)
 CONFIG = QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
+
+
+@pytest.fixture(scope="module")
+def senders_url(redis_server: RedisUnderTest) -> str:
+    return redis_server.isolated_url()
+
+
+@pytest.fixture
+async def redis_client(senders_url: str) -> AsyncIterator[RedisClient]:
+    """The module's storage, emptied before and after each test."""
+    backend = Backend(senders_url)
+    await backend.start()
+    await backend.client.flushdb()
+    yield backend.client
+    await backend.client.flushdb()
+    await backend.aclose()
+
+
+@pytest.fixture
+def engine(redis_client: RedisClient) -> Engine:
+    return Engine(redis_client)
 
 
 def _queue() -> QueueRef:
