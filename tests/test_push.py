@@ -8,6 +8,7 @@ The endpoints are on loopback, which pushes reach only through the allowlist
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -19,8 +20,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mediator.client import Recipient, Sender
+from mediator.didcomm.did_doc import Service
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
+from mediator.engine.engine import Engine
+from mediator.mediation.mailbox import Mailbox
+from mediator.mediation.push import Pusher
+from mediator.mediation.store import MediationStore, RouteCache
+from mediator.settings import Settings
+from mediator.storage.clients import RedisClient
 from tests.didcomm_peer import Peer
 from tests.local_server import LocalServer
 from tests.servers import DIDCOMM_SUITES_ENV, Node, RedisUnderTest
@@ -288,3 +296,33 @@ async def test_forwards_through_two_nodes_are_pushed_in_queue_order(
         await wallet.close()
     finally:
         other.stop()
+
+
+async def test_a_forward_seen_just_as_a_push_ends_is_pushed(
+    engine: Engine, redis_client: RedisClient, endpoint: Endpoint
+) -> None:
+    """A forward queued at the very moment a push of its connection ends (the push has
+    found the queue empty and let its lease go) is pushed all the same: it is not left
+    queued until some later forward. ACA-Py in CI once waited a minute for its fifth
+    message this way."""
+    settings = Settings(outbound_allow="127.0.0.0/8")
+    mailbox = Mailbox(engine, settings, routed=False)
+    pusher = Pusher(redis_client, MediationStore(redis_client, RouteCache(1.0)), mailbox, settings)
+    connection = uuid.uuid4().hex
+    services = (Service(endpoint.url, recipient_keys=("k",), routing_keys=()),)
+    try:
+        await mailbox.open(connection)
+        await mailbox.enqueue(connection, b"first", "k")
+        pusher.start(connection, services)
+        push = pusher._running[connection]
+        while not push.done():  # noqa: ASYNC110 (the turn it ends in is the point)
+            await asyncio.sleep(0)
+        # The push task has just returned; its done callbacks have not run yet. A forward's
+        # node asks for a push now, and its message is in the queue a moment later.
+        pusher.start(connection, services, delay=0.2)
+        await mailbox.enqueue(connection, b"second", "k")
+        await until(lambda: len(endpoint.received) == 2)
+        assert endpoint.received == [b"first", b"second"]
+        assert (await mailbox.status(connection)).waiting == 0
+    finally:
+        await pusher.aclose()

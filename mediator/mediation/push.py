@@ -108,7 +108,12 @@ class Pusher:
             return
         task = asyncio.create_task(self._run(connection, services, delay), name="push")
         self._running[connection] = task
-        task.add_done_callback(lambda _: self._running.pop(connection, None))
+        task.add_done_callback(lambda t: self._ended(connection, t))
+
+    def _ended(self, connection: str, task: asyncio.Task[None] | None) -> None:
+        """`connection`'s push `task` is over: a forward seen from now on starts another."""
+        if self._running.get(connection) is task:
+            del self._running[connection]
 
     async def due(self, connection: str) -> None:
         """A push retry's time has come (the worker holding its shard found it due)."""
@@ -159,6 +164,10 @@ class Pusher:
             log.warning("push to %s stopped: %s (a worker retries it)", connection, exc)
         except Exception:
             log.exception("push to %s failed unexpectedly", connection)
+        finally:
+            # At once, not in the done callback: that runs a loop turn later, and a forward
+            # seen in between would only be marked for a push that has already ended.
+            self._ended(connection, asyncio.current_task())
 
     def _guard_ms(self) -> int:
         """How long a push may go unheard of before a worker takes it over."""

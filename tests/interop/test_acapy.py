@@ -108,12 +108,19 @@ async def _messages_reach_acapy(
     return acapy, sent
 
 
+def _story(acapy: AcaPyAgent, *nodes: Node) -> str:
+    """What a failure needs to be understood: the end of ACA-Py's log and of the nodes'."""
+    parts = [f"ACA-Py:\n{acapy.log_tail(3000)}"]
+    parts += [f"node {node.base}:\n{node.output()[-2000:]}" for node in nodes]
+    return "\n\n".join(parts)
+
+
 async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
     mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], db_url: str
 ) -> None:
     url = await _invitation_url(mediator)
     acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, "acapy")
-    assert sorted(acapy.basic_messages()) == sorted(sent), acapy.log_tail()
+    assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, mediator)
     # The keys ACA-Py registered are routed here, to one connection: its own.
     records = (await acapy.get("/mediation/keylists"))["results"]
     assert records, acapy.log_tail()
@@ -136,7 +143,7 @@ async def test_acapy_across_two_nodes(
     a, b = two_nodes
     url = await _invitation_url(a, endpoint=a.base)
     acapy, sent = await _messages_reach_acapy(url, b.base, cleanup, "acapy2n")
-    assert sorted(acapy.basic_messages()) == sorted(sent), acapy.log_tail()
+    assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, a, b)
     async with httpx.AsyncClient() as client:
         requests_a = (await client.get(a.base + "/metrics")).text
         requests_b = (await client.get(b.base + "/metrics")).text
