@@ -125,12 +125,14 @@ class RequestError(MediatorError):
 
 
 class RateLimited(MediatorError):
-    """An abuse limit refused a request; `retry_after`: whole seconds until it may succeed."""
+    """An abuse limit refused a request; `retry_after`: whole seconds until it may succeed;
+    `limit`: which (the `limit` label of `mediator_limit_refusals_total`)."""
 
-    def __init__(self, reason: str, retry_after: int) -> None:
+    def __init__(self, reason: str, retry_after: int, *, limit: str) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = max(1, retry_after)
+        self.limit = limit
 
 
 class DidcommError(MediatorError):

@@ -16,11 +16,12 @@ import websockets
 from mediator.client import ClientError, Recipient, Sender
 from mediator.client.recipient import delivered
 from mediator.mediation.senders import REFRESH_SECONDS
+from mediator.ops.metrics import LIMITS
 from mediator.storage.clients import Backend
 from mediator.transport.client_address import client_address
 from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key
 from tests.eventually import eventually
-from tests.scrape import value
+from tests.scrape import samples, value
 from tests.servers import Node, RedisUnderTest
 
 pytestmark = pytest.mark.topology
@@ -56,6 +57,22 @@ def strict(limited_redis: str) -> Iterator[Node]:
     )
 
 
+async def _refusals(node: Node) -> dict[str, float]:
+    """What the node's /metrics counts refused so far, by limit."""
+    async with httpx.AsyncClient() as http:
+        scraped = (await http.get(node.base + "/metrics")).text
+    return {labels["limit"]: n for labels, n in samples(scraped, "mediator_limit_refusals_total")}
+
+
+def _more(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """The refusals counted between two scrapes, by limit (those that moved)."""
+    return {
+        limit: n - before.get(limit, 0.0)
+        for limit, n in after.items()
+        if n != before.get(limit, 0.0)
+    }
+
+
 async def _exchange(base: str, med: str, forwarded_for: str) -> Recipient:
     """A new wallet's DID Exchange, coming through a proxy that names it `forwarded_for`."""
     recipient = Recipient(base, med)
@@ -85,6 +102,7 @@ async def test_handshakes_and_connections_per_address_are_limited_cluster_wide(
         assert refused.value.status == 429
         body = json.loads(refused.value.body)
         assert body["code"] == "rate-limited" and 1 <= body["retry_after"] <= 60
+        assert _more(await _refusals(other), {}) == {"connections": 1}
         # Another address behind the same proxy has a budget of its own.
         await (await _exchange(strict.base, med, "203.0.113.8")).close()
     finally:
@@ -100,11 +118,14 @@ async def test_a_strangers_forwarded_for_header_is_not_trusted(limited_redis: st
         MEDIATOR_LIMIT_EXEMPT_NETWORKS="none",
     ):
         med = await mediator_key(node.base)
+        # Operators see every limit's count from the start, at 0.
+        assert await _refusals(node) == dict.fromkeys(LIMITS, 0.0)
         await (await _exchange(node.base, med, "192.0.2.1")).close()
         await (await _exchange(node.base, med, "192.0.2.2")).close()
         with pytest.raises(ClientError) as refused:
             await _exchange(node.base, med, "192.0.2.3")
         assert refused.value.status == 429
+        assert _more(await _refusals(node), {}) == {"handshakes": 1}
 
 
 def test_the_client_address_is_the_nearest_untrusted_hop() -> None:
@@ -122,6 +143,7 @@ async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Nod
     med = await mediator_key(strict.base)
     async with Peer(strict.base, med) as flooded, Peer(strict.base, med) as calm:
         target, other = await flooded.mediate(), await calm.mediate()
+        before = await _refusals(strict)
         answers = await asyncio.gather(
             *(forward(strict.base, med, target, {"n": i}) for i in range(20))
         )
@@ -130,6 +152,9 @@ async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Nod
         limited = next(a for a in answers if a.status_code == 429)
         assert limited.headers["retry-after"] == "1"
         assert limited.json()["code"] == "rate-limited"
+        assert _more(await _refusals(strict), before) == {
+            "forwards_per_second": statuses.count(429)
+        }
         # The other wallet's messages go through meanwhile, and the flooded one's accepted
         # messages are all there.
         assert (await forward(strict.base, med, other, {"calm": True})).status_code == 202
@@ -144,6 +169,7 @@ async def test_bytes_per_sender_are_limited(strict: Node) -> None:
         key = await peer.mediate()
         data = Sender(med).wrap(key, {"pad": "x" * 150_000})
         headers = {**ENVELOPE, "x-forwarded-for": "203.0.113.50"}
+        before = await _refusals(strict)
         statuses = []
         for _ in range(20):
             statuses.append((await http.post("/", content=data, headers=headers)).status_code)
@@ -152,6 +178,9 @@ async def test_bytes_per_sender_are_limited(strict: Node) -> None:
         # again and again: duplicates are accepted without being stored), then 429s.
         assert 6 <= statuses.count(202) <= 16
         assert statuses[-1] == 429
+        assert _more(await _refusals(strict), before) == {
+            "sender_bytes_per_minute": statuses.count(429)
+        }
         # Another sender is not held back by the first one's budget.
         other = {**ENVELOPE, "x-forwarded-for": "203.0.113.51"}
         assert (await http.post("/", content=data, headers=other)).status_code == 202
@@ -161,6 +190,7 @@ async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
     strict: Node,
 ) -> None:
     url = strict.base.replace("http", "ws", 1)
+    before = await _refusals(strict)
     # A socket that sends nothing valid is closed once its deadline passes (1 s here).
     async with websockets.connect(url) as idle:
         await idle.send("not an envelope")
@@ -194,6 +224,11 @@ async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
             while True:
                 await asyncio.wait_for(noisy.recv(), 5)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    # Each counted under its limit: the frames over the rate (the one answered, those
+    # dropped, the one that closed the socket), one socket of too many, one deadline.
+    more = _more(await _refusals(strict), before)
+    assert more.pop("websocket_messages") >= 2
+    assert more == {"websocket_sockets": 1, "websocket_first_message": 1}
 
 
 async def test_an_honest_socket_is_not_closed_by_the_deadline(strict: Node) -> None:
@@ -275,9 +310,11 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
             assert (await post(100, b.base, sender)).status_code == 429
             other = {**ENVELOPE, "x-forwarded-for": "203.0.113.61"}
             assert (await post(101, a.base, other)).status_code == 202
-            # Operators see it: one sender refused, on every node's /metrics.
+            # Operators see it: one sender refused, on every node's /metrics, and each
+            # refusal counted under the limit.
             scraped = (await http.get(b.base + "/metrics")).text
             assert value(scraped, "mediator_senders_over_queued_bytes") == 1
+            assert value(scraped, "mediator_limit_refusals_total", limit="sender_queued_bytes")
             # Nothing accepted is lost: the recipients take every message.
             assert await _take_all(one) + await _take_all(two) == accepted + 1
             # With its messages taken, the sender is accepted again.

@@ -324,6 +324,7 @@ class Engine(RecipientQueues):
             raise RateLimited(
                 "the recipient is receiving too many messages: try again later",
                 retry_after=math.ceil(int(r[1]) / 1000),
+                limit="forwards_per_second",
             )
         hint = int(r[2])
         if hint >= 0:

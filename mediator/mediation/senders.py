@@ -170,7 +170,9 @@ class Refusals:
             return
         left = until - time.time()
         if left > 0:
-            raise RateLimited(self.reason, retry_after=max(1, math.ceil(left)))
+            raise RateLimited(
+                self.reason, retry_after=max(1, math.ceil(left)), limit="sender_queued_bytes"
+            )
 
     async def _refresh(self) -> None:
         """Read the list again when it is a second old. When Redis does not answer, the list

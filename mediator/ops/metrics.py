@@ -35,6 +35,19 @@ from mediator.storage.clients import RedisClient
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
+# The abuse limits (docs/security.md), as `mediator_limit_refusals_total` names them: the
+# HTTP and DIDComm ones (RateLimited.limit), then the WebSocket's own.
+LIMITS = (
+    "handshakes",
+    "connections",
+    "forwards_per_second",
+    "sender_bytes_per_minute",
+    "sender_queued_bytes",
+    "websocket_messages",
+    "websocket_sockets",
+    "websocket_first_message",
+)
+
 
 class Metrics:
     def __init__(self, *, worker: bool = False) -> None:
@@ -173,6 +186,19 @@ class Metrics:
             "1 while this node answers /readyz with 200 (not draining, Redis answers), else 0.",
             registry=r,
         )
+        self.limited = Counter(
+            "mediator_limit_refusals",
+            "Refusals by an abuse limit, by limit: handshakes, connections (per client "
+            "address a minute), forwards_per_second (per recipient), sender_bytes_per_minute, "
+            "sender_queued_bytes (per sender): a request answered 429 or a rate-limited "
+            "frame; websocket_messages: a frame refused or dropped, or its socket closed, for "
+            "the socket's rate; websocket_sockets: a socket closed, too many from its "
+            "address; websocket_first_message: a socket closed with no valid message in time.",
+            ["limit"],
+            registry=r,
+        )
+        for limit in LIMITS:  # every limit's series from the start, at 0
+            self.limited.labels(limit)
         self.senders_refused = Gauge(
             "mediator_senders_over_queued_bytes",
             "Senders refused forwards now for having more than --limit-sender-queued-bytes "
@@ -221,6 +247,10 @@ class Metrics:
             self._children[key] = children
         children[0].inc()
         children[1].observe(seconds)
+
+    def refused_by(self, limit: str) -> None:
+        """An abuse limit (one of LIMITS) refused a request, a frame or a socket."""
+        self.limited.labels(limit).inc()
 
     async def refresh_queue_totals(self, redis: RedisClient, partitions: int) -> None:
         totals, stalest, missing = await read_summaries(redis, partitions)

@@ -81,7 +81,7 @@ class Limiter:
         now = time.monotonic()
         blocked = self._bytes.blocked_for(sender, now)
         if blocked > 0:
-            raise RateLimited(_what["sb"], retry_after=math.ceil(blocked))
+            raise _refusal("sb", math.ceil(blocked))
         pending = self._bytes.add(sender, size, now)
         if pending is None:
             return
@@ -103,7 +103,7 @@ class Limiter:
             )
         )
         if wait_ms > 0:
-            raise RateLimited(_what[budget.kind], retry_after=math.ceil(wait_ms / 1000))
+            raise _refusal(budget.kind, math.ceil(wait_ms / 1000))
 
     async def check(self, budget: Budget, subject: str) -> None:
         """Refuse when `subject` has used up its budget, without using any of it."""
@@ -112,12 +112,20 @@ class Limiter:
         await self.take(budget, subject, 0)
 
 
+# Each budget's refusal: what the client is told, and the limit's name in the metrics.
 _what = {
-    "hs": "too many handshakes from this address: try again later",
-    "cn": "too many new connections from this address: try again later",
-    "sb": "this sender forwarded too many bytes this minute: try again later",
-    "fw": "the recipient is receiving too many messages: try again later",
+    "hs": ("too many handshakes from this address: try again later", "handshakes"),
+    "cn": ("too many new connections from this address: try again later", "connections"),
+    "sb": (
+        "this sender forwarded too many bytes this minute: try again later",
+        "sender_bytes_per_minute",
+    ),
 }
+
+
+def _refusal(kind: str, retry_after: int) -> RateLimited:
+    reason, limit = _what[kind]
+    return RateLimited(reason, retry_after=retry_after, limit=limit)
 
 
 class FrameRate:

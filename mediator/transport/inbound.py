@@ -143,6 +143,8 @@ class Pipeline:
             outcome = await self._handle(raw, session, capacity)
         except RateLimited as exc:
             outcome = Outcome(refusal=Refusal(429, "rate-limited", exc.reason, exc.retry_after))
+            if self.metrics is not None:
+                self.metrics.refused_by(exc.limit)
         except ReplicationShortfall as exc:  # stored, but not as durably as the settings ask
             log.warning("send not confirmed: %s", exc)
             outcome = Outcome(refusal=Refusal(503, "not-confirmed", str(exc)))

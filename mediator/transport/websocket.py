@@ -351,6 +351,7 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
         await websocket.close(code=refused)
         return
     if not pipeline.sockets.open(address):
+        _refused_by(pipeline, "websocket_sockets")
         await websocket.close(code=POLICY_VIOLATION, reason="too many sockets from this address")
         return
     session = WsSession(websocket, pipeline, address)
@@ -369,12 +370,16 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
                 code = clock.expired(session)
                 if code is None:
                     continue
+                if code == POLICY_VIOLATION:
+                    _refused_by(pipeline, "websocket_first_message")
                 await session.close_with(code)
                 break
             clock.touch()
             if frame["type"] == "websocket.disconnect":
                 break
             verdict = frames.take(asyncio.get_running_loop().time())
+            if verdict != FrameRate.TAKE:
+                _refused_by(pipeline, "websocket_messages")
             if verdict == FrameRate.CLOSE:
                 await session.close_with(POLICY_VIOLATION)
                 break
@@ -391,6 +396,11 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
         if gauge is not None:
             gauge.dec()
         await session.close()
+
+
+def _refused_by(pipeline: Pipeline, limit: str) -> None:
+    if pipeline.metrics is not None:
+        pipeline.metrics.refused_by(limit)
 
 
 async def _handle_frame(session: WsSession, pipeline: Pipeline, frame: Message) -> bool:
