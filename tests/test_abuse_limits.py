@@ -225,10 +225,13 @@ async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
                 await asyncio.wait_for(noisy.recv(), 5)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
     # Each counted under its limit: the frames over the rate (the one answered, those
-    # dropped, the one that closed the socket), one socket of too many, one deadline.
+    # dropped, the one that closed the socket), one socket of too many, the idle socket's
+    # deadline (and the noisy one's, never valid either, should a slow machine let it
+    # reach its deadline before its rate).
     more = _more(await _refusals(strict), before)
-    assert more.pop("websocket_messages") >= 2
-    assert more == {"websocket_sockets": 1, "websocket_first_message": 1}
+    assert more.pop("websocket_messages") >= 1
+    assert more.pop("websocket_first_message") in (1, 2)
+    assert more == {"websocket_sockets": 1}
 
 
 async def test_an_honest_socket_is_not_closed_by_the_deadline(strict: Node) -> None:
