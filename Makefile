@@ -28,6 +28,7 @@ lint: install-spark
 	$(VENV)/bin/ruff check mediator workers spark tests bench
 	$(VENV)/bin/ruff format --check mediator workers spark tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 
 # The tools the deployment tests drive, pinned and cached: helm 4, kubernetes-validate and
 # checkov (helm/tools/install.sh, into ~/.cache/mediator-helm-tools), and Debian's prometheus

@@ -16,32 +16,29 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from mediator import tasks
+from mediator import plugins, runtime, tasks
 from mediator.cluster.drain import Drain
 from mediator.cluster.health import StorageWatch
 from mediator.cluster.presence import Presence
-from mediator.didcomm.identity import load_identity
-from mediator.didcomm.threads import ThreadBook
-from mediator.engine import Engine, keys, layout
+from mediator.engine import Engine, keys
 from mediator.engine.wakeups import WakeHub
+from mediator.mediation.abuse import Limiter
 from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
-from mediator.mediation.mailbox import defaults as mailbox_defaults
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
+from mediator.mediation.threads import ThreadBook
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
 from mediator.notify.notifier import Notifier
-from mediator.ops import cluster_state, redact
+from mediator.ops import cluster_state
 from mediator.ops.metrics import Metrics
 from mediator.ops.middleware import RequestLog
 from mediator.protocols.context import Services
 from mediator.settings import Settings
-from mediator.storage.clients import STORAGE_ERRORS, Backend
-from mediator.storage.durability import Durability
+from mediator.storage.clients import STORAGE_ERRORS
 from mediator.storage.target import Mode
 from mediator.transport import routes as didcomm_routes
-from mediator.transport.abuse import Limiter
 from mediator.transport.http import DidcommHttp
 from mediator.transport.inbound import Pipeline
 from mediator.transport.websocket import DidcommSocket
@@ -104,22 +101,14 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        backend = Backend(redis_url)
-        await backend.start()
-        redis = backend.client
-        durability = Durability.from_settings(
-            backend, settings, lambda outcome: metrics_.confirmations.labels(outcome).inc()
+        rt = await runtime.start(
+            settings,
+            redis_url,
+            wake_channel=keys.node_channel(settings.resolved_node_id),
+            observe=lambda outcome: metrics_.confirmations.labels(outcome).inc(),
         )
-        await durability.check()
-        await layout.ensure(redis)
-        channel = keys.node_channel(settings.resolved_node_id)
-        engine = Engine(
-            redis,
-            wake_channel=channel,
-            confirmed=durability,
-            defaults={keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings)},
-        )
-        hub = WakeHub(backend.subscriber, channel)
+        backend, redis, engine, identity = rt.backend, rt.redis, rt.engine, rt.identity
+        hub = WakeHub(backend.subscriber, engine.wake_channel)
         routes = RouteCache(settings.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
         store = MediationStore(redis, routes)
@@ -138,8 +127,6 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         app.state.engine = engine
         app.state.backend = backend
         app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
-        identity = await load_identity(redis, settings.key_seed)
-        redact.use_seed(identity.sigkey[:32])  # log hashes alike on every node
         mailbox = Mailbox(engine, settings, metrics_, routed=backend.mode is not Mode.CLUSTER)
         pusher = Pusher(redis, store, mailbox, settings, metrics_)
         notifier = Notifier(redis, mailbox, presence, settings, metrics_)
@@ -159,13 +146,10 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             limiter=Limiter(engine.scripts, settings, redis, identity.sigkey[:32]),
         )
         app.state.didcomm = Pipeline(services, metrics_)
-        worker_task = None
-        worker = None
-        if settings.in_process_worker:
-            from workers.runner import Worker
-
-            worker = Worker(settings, redis, engine, pusher, metrics_, notifier)
-            worker_task = asyncio.create_task(worker.run(), name="in-process-worker")
+        background = plugins.node_services(plugins.NodeParts(rt, pusher, notifier, metrics_))
+        if settings.in_process_worker and not background:
+            log.warning("--in-process-worker: no worker is installed (the workers package)")
+        running = [asyncio.create_task(s.run(), name=s.name) for s in background]
         if not settings.mqs_enabled:
             log.warning(
                 "mqs API disabled: no MEDIATOR_API_TOKENS and listening on %s, which is not "
@@ -182,7 +166,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
                 "port": settings.port,
                 "redis": backend.target.redacted,
                 "redis_mode": backend.mode.value,
-                "accepted_when": durability.describe,
+                "accepted_when": rt.durability.describe,
             },
         )
         try:
@@ -190,11 +174,11 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGTERM)
-            if worker is not None and worker_task is not None:
-                worker.stopping = True  # ends its loop even if a cancellation is swallowed
-                await tasks.stop(worker_task)
-                if not worker_task.cancelled() and worker_task.exception() is not None:
-                    log.error("the in-process worker had stopped", exc_info=worker_task.exception())
+            for service, task in zip(background, running, strict=True):
+                service.stop()  # ends its loop even if a cancellation is swallowed
+                await tasks.stop(task)
+                if not task.cancelled() and task.exception() is not None:
+                    log.error("the %s had stopped", service.name, exc_info=task.exception())
             await pusher.aclose()
             await notifier.aclose()
             await watch.stop()

@@ -51,6 +51,8 @@ RELEASE_SECONDS = 2.0  # how long a stopping worker tries to give its leases bac
 
 
 class Worker:
+    name = "upkeep worker"
+
     def __init__(
         self,
         settings: Settings,
@@ -100,6 +102,10 @@ class Worker:
         # Set to stop: checked between steps, since on Python 3.11 a cancellation may be
         # swallowed by a Redis call that completes at that moment (mediator/tasks.py).
         self.stopping = False
+
+    def stop(self) -> None:
+        """Ends the loop at its next step, should a cancellation be swallowed."""
+        self.stopping = True
 
     @property
     def owned(self) -> list[int]:

@@ -1,29 +1,15 @@
 """The mediator's own Ed25519 keys: the cluster's key (invitations, routing), whichever node
-answers, and one key per connection derived from it, so that every node derives the same."""
+answers, and one key per connection derived from it, so that every node derives the same.
+Where the cluster keeps a seed it made itself: mediator/mediation/identity.py."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import hmac
-import secrets
 
 from mediator.didcomm.keys import KEY_CACHE, KeyPair
-from mediator.engine import keys
 from mediator.errors import ConfigError
-from mediator.storage.clients import RedisClient
-
-
-async def load_identity(redis: RedisClient, seed_setting: str) -> KeyPair:
-    """The configured seed, else the seed the first node stored in Redis (made if none)."""
-    if seed_setting:
-        return from_seed_setting(seed_setting)
-    await redis.hsetnx(keys.mediator_identity(), "seed", secrets.token_hex(32))
-    stored = await redis.hget(keys.mediator_identity(), "seed")
-    if stored is None:
-        raise ConfigError("the mediator's key seed vanished from Redis")
-    text = stored.decode() if isinstance(stored, bytes) else str(stored)
-    return KeyPair.from_seed(bytes.fromhex(text))
 
 
 def from_seed_setting(seed_setting: str) -> KeyPair:

@@ -320,7 +320,7 @@ def our_key_pending(verkey: str) -> str:
 
 def rate_window(kind: str, subject: str) -> str:
     """String: what `subject` (a client address, a sender) used of limit `kind` in the
-    current window (mediator/transport/abuse.py); expires with the window."""
+    current window (mediator/mediation/abuse.py); expires with the window."""
     return f"rl:{{{kind}:{subject}}}"
 
 

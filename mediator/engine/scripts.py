@@ -131,7 +131,7 @@ class Scripts:
 
 class ConfirmedScripts(Protocol):
     """Runs a script and waits for the confirmation the settings ask for before a sender is
-    answered (mediator.storage.durability)."""
+    answered (mediator.engine.durability)."""
 
     @property
     def enabled(self) -> bool: ...

@@ -12,7 +12,6 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mediator.didcomm.threads import ThreadOrder
 from mediator.engine import Engine, keys
 from mediator.engine.keys import DIDCOMM_NAMESPACE
 from mediator.engine.model import (
@@ -30,6 +29,7 @@ from mediator.mediation import record as rec
 from mediator.mediation.keymaps import raw_key
 from mediator.mediation.limits import QueueLimits
 from mediator.mediation.store import MediationStore
+from mediator.mediation.threads import ThreadOrder
 from mediator.ops.metrics import Metrics
 from mediator.settings import Settings
 

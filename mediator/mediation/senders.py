@@ -1,7 +1,7 @@
 """What each sender has queued here, held to --limit-sender-queued-bytes.
 
 A sender is its connection when it authcrypts the forward, else its client address (as for
-the per-minute byte budget, mediator/transport/abuse.py). The node stores each forwarded
+the per-minute byte budget, mediator/mediation/abuse.py). The node stores each forwarded
 message with the sender's tag (`SenderTags`: a keyed hash, so Redis holds no client
 addresses), and every script that adds or removes a tagged message records the change in
 its own slot (`_lib.lua`, "senders' queued bytes"): in the queue's tally, and in its shard's

@@ -13,17 +13,17 @@ from mediator.didcomm.identity import connection_key
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.message import Message, new_id
-from mediator.didcomm.threads import ThreadBook
 from mediator.engine import Engine
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import ProblemReport
+from mediator.mediation.abuse import Limiter
 from mediator.mediation.handshakes import HandshakeBook
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import Connection, MediationStore
+from mediator.mediation.threads import ThreadBook
 from mediator.notify.notifier import Notifier
 from mediator.settings import Settings
-from mediator.transport.abuse import Limiter
 
 Callback = Callable[[], Awaitable[None]]
 

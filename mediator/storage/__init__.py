@@ -1,2 +1,3 @@
-"""How a process reaches Redis: the URL and its deployment mode (`target`), the clients for
-each mode (`clients`), and what a sender's answer waits for (`durability`)."""
+"""How a process reaches Redis: the URL and its deployment mode (`target`), and the clients
+for each mode (`clients`). What a send waits for (WAIT, WAITAOF) is the engine's
+(`mediator.engine.durability`)."""

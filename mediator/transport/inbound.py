@@ -42,7 +42,7 @@ from mediator.protocols.context import (
     Session,
 )
 from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
-from mediator.transport.abuse import AddressSockets
+from mediator.transport.socket_limits import AddressSockets
 
 log = logging.getLogger(__name__)
 

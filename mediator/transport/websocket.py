@@ -36,9 +36,9 @@ from mediator.protocols.context import Session
 from mediator.protocols.pickup_common import b64
 from mediator.settings import Settings
 from mediator.storage.clients import STORAGE_ERRORS
-from mediator.transport.abuse import FrameRate
 from mediator.transport.client_address import client_address
 from mediator.transport.inbound import Outgoing, Pipeline
+from mediator.transport.socket_limits import FrameRate
 
 log = logging.getLogger(__name__)
 

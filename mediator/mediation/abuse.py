@@ -13,7 +13,7 @@ checks its verdict here (`forwarded`), and the message is stored with the sender
 Forwards per recipient per second are counted by the send script itself (`_lib.lua`
 `send_messages`, with `take_budget` as `rate.lua` uses it), on the forward's own call. The
 WebSocket's own limits (messages per second, sockets per address, the deadline for a first
-valid message) are kept by each socket (websocket.py, with FrameRate and AddressSockets).
+valid message) are kept by each socket (mediator/transport/socket_limits.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from mediator.engine import keys
 from mediator.engine.scripts import Scripts
 from mediator.errors import RateLimited
 from mediator.mediation.senders import Refusals, SenderTags
+from mediator.networks import proxy_networks, within
 from mediator.settings import Settings
 from mediator.storage.clients import RedisClient
-from mediator.transport.client_address import proxy_networks, within
 
 MINUTE_MS = 60_000
 SHARE_OF_BUDGET = 16  # a node counts this share of a sender's budget before asking Redis
@@ -126,63 +126,6 @@ _what = {
 def _refusal(kind: str, retry_after: int) -> RateLimited:
     reason, limit = _what[kind]
     return RateLimited(reason, retry_after=retry_after, limit=limit)
-
-
-class FrameRate:
-    """The messages one WebSocket may send per second (--websocket-messages-per-second):
-    over it a frame is refused (answered at most once a second), at four times it the
-    socket is closed."""
-
-    TAKE, REFUSE, DROP, CLOSE = "take", "refuse", "drop", "close"
-    CLOSE_FACTOR = 4
-
-    def __init__(self, per_second: int) -> None:
-        self.per_second = per_second
-        self.reason = f"over {per_second} messages a second on this socket"
-        self.second = -1
-        self.count = 0
-        self.answered = False
-
-    def take(self, now: float) -> str:
-        if self.per_second <= 0:
-            return self.TAKE
-        second = int(now)
-        if second != self.second:
-            self.second, self.count, self.answered = second, 0, False
-        self.count += 1
-        if self.count <= self.per_second:
-            return self.TAKE
-        if self.count > self.CLOSE_FACTOR * self.per_second:
-            return self.CLOSE
-        if self.answered:
-            return self.DROP
-        self.answered = True
-        return self.REFUSE
-
-
-class AddressSockets:
-    """The WebSockets each client address holds open on this node
-    (--websocket-sockets-per-address)."""
-
-    def __init__(self, limit: int, exempt_networks: str = "") -> None:
-        self.limit = limit
-        self.exempt_networks = exempt_networks
-        self.open_by_address: dict[str, int] = {}
-
-    def open(self, address: str) -> bool:
-        """Count a new socket from `address`, or refuse it (nothing counted)."""
-        held = self.open_by_address.get(address, 0)
-        if self.limit > 0 and held >= self.limit and not within(address, self.exempt_networks):
-            return False
-        self.open_by_address[address] = held + 1
-        return True
-
-    def close(self, address: str) -> None:
-        held = self.open_by_address.get(address, 0) - 1
-        if held > 0:
-            self.open_by_address[address] = held
-        else:
-            self.open_by_address.pop(address, None)
 
 
 class _LocalTally:
