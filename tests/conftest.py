@@ -9,10 +9,12 @@ import pytest
 from mediator.engine import Engine, keys
 from mediator.storage.clients import Backend, RedisClient
 from tests.didcomm_peer import Peer
+from tests.inprocess import QUICK_WORKER, AppNode
 from tests.servers import DIDCOMM_SUITES_ENV, Node, RedisUnderTest
 
-# The local push providers (FCM, APNs, a webhook) as fixtures for every test module.
-pytest_plugins = ["tests.providers.fixtures"]
+# The local push providers (FCM, APNs, a webhook) as fixtures for every test module; the
+# tiers (tests/tiers.py).
+pytest_plugins = ["tests.providers.fixtures", "tests.tiers"]
 
 
 @pytest.fixture(scope="session")
@@ -98,13 +100,29 @@ async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> Async
         yield p
 
 
+@pytest.fixture(scope="session")
+async def app_a(redis_url: str) -> AsyncIterator[AppNode]:
+    """node_a's twin in this process (tests/inprocess.py): the app with its upkeep worker."""
+    node = await AppNode(redis_url, "app-a", **QUICK_WORKER).start()
+    yield node
+    await node.stop()
+
+
+@pytest.fixture(scope="session")
+async def app_b(redis_url: str) -> AsyncIterator[AppNode]:
+    """A second node in this process on the same Redis, without a worker."""
+    node = await AppNode(redis_url, "app-b", in_process_worker=False).start()
+    yield node
+    await node.stop()
+
+
 @pytest.fixture
-async def http_a(node_a: Node) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=node_a.base, timeout=90) as client:
+async def http_a(app_a: AppNode) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_a.client() as client:
         yield client
 
 
 @pytest.fixture
-async def http_b(node_b: Node) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=node_b.base, timeout=90) as client:
+async def http_b(app_b: AppNode) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_b.client() as client:
         yield client

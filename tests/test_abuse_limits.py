@@ -83,6 +83,7 @@ async def _exchange(base: str, med: str, forwarded_for: str) -> Recipient:
     return recipient
 
 
+@pytest.mark.full
 async def test_handshakes_and_connections_per_address_are_limited_cluster_wide(
     strict: Node, limited_redis: str
 ) -> None:
@@ -109,6 +110,7 @@ async def test_handshakes_and_connections_per_address_are_limited_cluster_wide(
         other.stop()
 
 
+@pytest.mark.full
 async def test_a_strangers_forwarded_for_header_is_not_trusted(limited_redis: str) -> None:
     """Without --trusted-proxies, X-Forwarded-For changes nothing: every request of the
     test counts against 127.0.0.1, whatever address it claims."""
@@ -139,6 +141,7 @@ def test_the_client_address_is_the_nearest_untrusted_hop() -> None:
     assert client_address(None, [], "") == "unknown"
 
 
+@pytest.mark.full
 async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Node) -> None:
     med = await mediator_key(strict.base)
     async with Peer(strict.base, med) as flooded, Peer(strict.base, med) as calm:
@@ -163,6 +166,7 @@ async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Nod
         assert (await forward(strict.base, med, target, {"later": True})).status_code == 202
 
 
+@pytest.mark.full
 async def test_bytes_per_sender_are_limited(strict: Node) -> None:
     med = await mediator_key(strict.base)
     async with Peer(strict.base, med) as peer, httpx.AsyncClient(base_url=strict.base) as http:
@@ -186,6 +190,7 @@ async def test_bytes_per_sender_are_limited(strict: Node) -> None:
         assert (await http.post("/", content=data, headers=other)).status_code == 202
 
 
+@pytest.mark.full
 async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
     strict: Node,
 ) -> None:
@@ -234,6 +239,7 @@ async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
     assert more == {"websocket_sockets": 1}
 
 
+@pytest.mark.full
 async def test_an_honest_socket_is_not_closed_by_the_deadline(strict: Node) -> None:
     med = await mediator_key(strict.base)
     async with Peer(strict.base, med, "ws") as peer:  # DID Exchange over the socket
@@ -242,6 +248,7 @@ async def test_an_honest_socket_is_not_closed_by_the_deadline(strict: Node) -> N
         assert (await peer.status())["message_count"] == 0
 
 
+@pytest.mark.full
 async def test_a_frame_over_the_envelope_limit_closes_the_socket(limited_redis: str) -> None:
     for node in _node(limited_redis, MEDIATOR_MAX_ENVELOPE_BYTES="10000"):
         url = node.base.replace("http", "ws", 1)
@@ -264,6 +271,7 @@ async def _take_all(peer: Peer) -> int:
         taken += len(got)
 
 
+@pytest.mark.full
 async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
     redis_server: RedisUnderTest,
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 from mediator.ops import allocator
 
 
+@pytest.mark.full
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt's settings are glibc's")
 def test_the_settings_apply_on_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [n for n in os.environ if n.startswith("MALLOC_")]:

@@ -978,6 +978,7 @@ async def _outboxes_empty(redis: RedisClient) -> bool:
     return True
 
 
+@pytest.mark.full
 @pytest.mark.topology
 async def test_books_match_a_recount_after_a_node_is_killed_mid_traffic(
     fresh: Backend, books_url: str
@@ -1067,6 +1068,7 @@ class RefusingEndpoint(LocalServer):
         return Response(status_code=503)
 
 
+@pytest.mark.full
 @pytest.mark.topology
 async def test_books_match_a_recount_after_an_unmediated_connection_expires(
     fresh: Backend, books_url: str

@@ -11,7 +11,7 @@ import pytest
 
 from tests.soak.chaos import main
 
-pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
+pytestmark = [pytest.mark.topology, pytest.mark.full]  # run again on Sentinel and Redis Cluster
 
 
 async def test_short_chaos_soak_loses_nothing(capsys: pytest.CaptureFixture[str]) -> None:

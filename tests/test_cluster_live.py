@@ -16,6 +16,8 @@ from mediator.engine import keys
 from tests.didcomm_peer import collect, forward, live_peer, mediator_key
 from tests.servers import Node
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 # Node leases of 3 s, and idle live sockets re-reading their queue (and renewing their
 # holds, which then live 3 s) every second.
 FAST = {"MEDIATOR_PRESENCE_SECONDS": "3", "MEDIATOR_LIVE_RECHECK_SECONDS": "1"}

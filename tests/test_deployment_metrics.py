@@ -18,6 +18,8 @@ from tests.scrape import samples as _samples
 from tests.scrape import value as _value
 from tests.servers import MetricsWorker, Node, RedisUnderTest
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 DB = 10
 PARTITIONS = 8
 

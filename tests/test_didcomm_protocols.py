@@ -294,6 +294,7 @@ async def test_metrics_count_didcomm_messages(dc_node: Node, med: str) -> None:
     assert "mediator_websockets 1.0" in text
 
 
+@pytest.mark.full
 async def test_restricted_mediation_denies_unlisted_connections(redis_url: str) -> None:
     from mediator.didcomm.keys import KeyPair
 

@@ -8,6 +8,7 @@ import signal
 import time
 
 import httpx
+import pytest
 import websockets
 
 from mediator.client import attachments
@@ -79,6 +80,7 @@ async def test_sigterm_drains_sockets_and_requests_then_exits(
         node.stop()
 
 
+@pytest.mark.full
 async def test_idle_sockets_close_and_old_ones_are_asked_to_reconnect(redis_url: str) -> None:
     node = Node(
         redis_url,

@@ -20,6 +20,8 @@ from tests.mqs_client import create, parts, receive_all_ids, send_until
 from tests.servers import Node, start_binary_server
 from tests.topologies import ServerProcess, replicas_online
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[EmbeddedServer]:

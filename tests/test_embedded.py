@@ -13,11 +13,14 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
+import pytest
 import redis
 
 from mediator.embedded import free_port
 from tests.mqs_client import queue_headers
 from tests.servers import Node
+
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
 
 
 def _node(data_dir: Path, tmp_path: Path) -> Node:

@@ -16,6 +16,8 @@ from tests.netns import require_netns
 from tests.servers import Node, start_binary_server
 from tests.soak.failures import Outcome, run
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 
 def scenario(capsys: pytest.CaptureFixture[str], *argv: str) -> Outcome:
     outcome = run(list(argv))

@@ -3,7 +3,11 @@ every layer of hostile input over HTTP and WebSocket, honest traffic alongside, 
 
 from __future__ import annotations
 
+import pytest
+
 from tests.soak.fuzz import run
+
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
 
 
 async def test_fuzz_short(redis_url: str) -> None:

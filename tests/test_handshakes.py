@@ -397,6 +397,7 @@ async def test_a_handshake_begun_on_one_node_continues_on_another(
     await wallet.close()
 
 
+@pytest.mark.full
 async def test_single_use_invitations(redis_url: str) -> None:
     node = Node(redis_url, MEDIATOR_INVITATION_MULTI_USE="false")
     import asyncio

@@ -22,7 +22,10 @@ from mediator.storage.clients import Backend
 from tests.mqs_client import create, parts, receive, send
 from tests.servers import Node, RedisUnderTest, missing
 
-pytestmark = pytest.mark.topology  # converted on Sentinel and Redis Cluster too (DUMP/RESTORE)
+pytestmark = [
+    pytest.mark.topology,
+    pytest.mark.full,
+]  # converted on Sentinel and Redis Cluster too (DUMP/RESTORE)
 
 PREVIOUS = "7900cff"  # the last commit of key layout 1
 ROOT = Path(__file__).resolve().parents[1]

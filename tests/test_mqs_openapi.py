@@ -22,7 +22,7 @@ TOKEN = "openapi-test-token"
 DB = 14
 SEED = 20_240_601
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.full]
 
 
 @pytest.fixture(scope="module")

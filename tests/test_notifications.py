@@ -155,6 +155,7 @@ async def metric(url: str, provider: str, outcome: str) -> float:
     return value(text, "mediator_notifications_total", provider=provider, outcome=outcome) or 0.0
 
 
+@pytest.mark.full
 async def test_a_burst_wakes_an_android_phone_once_with_the_count_and_no_content(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -197,6 +198,7 @@ async def test_a_burst_wakes_an_android_phone_once_with_the_count_and_no_content
         await storage.aclose()
 
 
+@pytest.mark.full
 async def test_no_notification_while_a_live_socket_is_open_on_another_node(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -222,6 +224,7 @@ async def test_no_notification_while_a_live_socket_is_open_on_another_node(
     assert int(sent.message["data"]["message_count"]) >= 1
 
 
+@pytest.mark.full
 async def test_an_iphone_gets_an_apns_alert_with_content_available_and_a_collapse_id(
     nodes: Nodes, apns_servers: ApnsServers, phones: list[Recipient]
 ) -> None:
@@ -247,6 +250,7 @@ async def test_an_iphone_gets_an_apns_alert_with_content_available_and_a_collaps
     assert info["device_token"] == APNS_TOKEN and "device_platform" not in info
 
 
+@pytest.mark.full
 async def test_an_iphone_registered_through_fcm_gets_fcms_apns_block(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -262,6 +266,7 @@ async def test_an_iphone_registered_through_fcm_gets_fcms_apns_block(
     assert sent.message["data"]["message_count"] == "1"
 
 
+@pytest.mark.full
 async def test_an_unregistered_token_is_forgotten(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -280,6 +285,7 @@ async def test_an_unregistered_token_is_forgotten(
     assert fcm_server.sends == [] and fcm_server.rejected["UNREGISTERED"] == 1
 
 
+@pytest.mark.full
 async def test_429_is_retried_after_its_retry_after(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -297,6 +303,7 @@ async def test_429_is_retried_after_its_retry_after(
     )
 
 
+@pytest.mark.full
 async def test_within_the_interval_later_messages_are_announced_once_it_is_over(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -310,6 +317,7 @@ async def test_within_the_interval_later_messages_are_announced_once_it_is_over(
     assert await metric(node.base, "none", "interval") >= 1
 
 
+@pytest.mark.full
 async def test_a_node_that_dies_leaves_its_pending_notification_to_a_worker(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient], db_url: str, tmp_path: Path
 ) -> None:
@@ -327,6 +335,7 @@ async def test_a_node_that_dies_leaves_its_pending_notification_to_a_worker(
     assert await metric(worker.metrics_url, "fcm", "sent") == 1
 
 
+@pytest.mark.full
 async def test_a_webhook_app_gets_a_signed_notification(
     nodes: Nodes,
     webhook_server: WebhookServer,
@@ -369,6 +378,7 @@ async def test_a_webhook_app_gets_a_signed_notification(
     assert hook.headers["x-mediator-notification"] == body["id"]
 
 
+@pytest.mark.full
 async def test_device_info_is_validated_and_removed_with_nulls(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -416,6 +426,7 @@ async def test_device_info_is_validated_and_removed_with_nulls(
     assert gone["description"]["code"] == "not-registered-for-push-notifications"
 
 
+@pytest.mark.full
 async def test_a_bad_provider_configuration_stops_the_node_with_a_clear_error(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -430,6 +441,7 @@ async def test_a_bad_provider_configuration_stops_the_node_with_a_clear_error(
 # ------------------------------------------------------------------ provider answers, more
 
 
+@pytest.mark.full
 async def test_a_revoked_access_token_is_replaced_and_the_notification_still_sent(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -445,6 +457,7 @@ async def test_a_revoked_access_token_is_replaced_and_the_notification_still_sen
     assert await metric(node.base, "fcm", "failed") == 0
 
 
+@pytest.mark.full
 async def test_a_wrong_apns_environment_fails_without_erasing_the_device(
     nodes: Nodes, apns_servers: ApnsServers, phones: list[Recipient]
 ) -> None:
@@ -461,6 +474,7 @@ async def test_a_wrong_apns_environment_fails_without_erasing_the_device(
     assert info["device_token"] == APNS_TOKEN
 
 
+@pytest.mark.full
 async def test_a_webhook_retry_carries_the_same_notification_id(
     nodes: Nodes, webhook_server: WebhookServer, webhook_secret: str, phones: list[Recipient]
 ) -> None:
@@ -541,6 +555,7 @@ async def test_steps_for_a_connection_that_is_gone_leave_nothing_behind(
     assert await client.zscore(keys_[1], member) is None
 
 
+@pytest.mark.full
 async def test_a_token_endpoint_outage_is_retried_until_it_answers(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
@@ -553,6 +568,7 @@ async def test_a_token_endpoint_outage_is_retried_until_it_answers(
     assert await metric(node.base, "fcm", "failed") == 0
 
 
+@pytest.mark.full
 async def test_the_second_recipient_of_one_envelope_is_woken_too(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:

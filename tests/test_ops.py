@@ -31,6 +31,8 @@ from tests.mqs_client import create, queue_headers, send
 from tests.scrape import value as _value
 from tests.servers import Node, RedisUnderTest, start_binary_server
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 METRICS_DB = 5
 NODES_DB = 6
 KNOWN_ROUTES = {

@@ -675,6 +675,7 @@ async def connected_wallet(node: Node, endpoint: str) -> tuple[Peer, str, str]:
     return wallet, med, await wallet.register_key()
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("transport", ["http", "ws"])
 async def test_a_node_refuses_a_loopback_push_endpoint_and_keeps_the_messages(
     start_node: Any, agent: tuple[Agent, Server], transport: str
@@ -694,6 +695,7 @@ async def test_a_node_refuses_a_loopback_push_endpoint_and_keeps_the_messages(
     await wallet.close()
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("transport", ["http", "ws"])
 async def test_a_node_pushes_to_an_allowlisted_loopback_endpoint(
     start_node: Any, agent: tuple[Agent, Server], transport: str
@@ -710,6 +712,7 @@ async def test_a_node_pushes_to_an_allowlisted_loopback_endpoint(
     await wallet.close()
 
 
+@pytest.mark.full
 async def test_a_node_follows_no_redirect_and_drops_a_huge_answer(
     start_node: Any, agent: tuple[Agent, Server]
 ) -> None:

@@ -17,6 +17,8 @@ from tests.mqs_client import create, parts
 from tests.servers import Node
 from tests.topologies import LocalCluster
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 CONFIRMED = 'mediator_send_confirmations_total{outcome="confirmed"}'
 
 

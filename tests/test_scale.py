@@ -47,7 +47,7 @@ TICK = 0.2  # the node's worker tick
 STATS = 1.0  # its stats interval
 AUDIT_RATE = 1000  # queues/s, the default
 WINDOW = 3.0  # seconds of MONITOR
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.full]
 
 
 class Scale:

@@ -60,6 +60,7 @@ def _mediator(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+@pytest.mark.full
 async def test_a_node_reads_its_seed_tokens_and_redis_password_from_files(
     secrets_dir: Path, locked_redis: str
 ) -> None:
@@ -85,6 +86,7 @@ async def test_a_node_reads_its_seed_tokens_and_redis_password_from_files(
         assert secret not in output
 
 
+@pytest.mark.full
 def test_without_the_password_the_node_does_not_get_ready(locked_redis: str) -> None:
     node = Node(locked_redis)
     with pytest.raises(RuntimeError):
@@ -92,6 +94,7 @@ def test_without_the_password_the_node_does_not_get_ready(locked_redis: str) -> 
     node.stop()
 
 
+@pytest.mark.full
 @pytest.mark.parametrize(
     ("seed", "why"),
     [
@@ -108,6 +111,7 @@ def test_a_weak_or_short_seed_is_refused_before_anything_starts(seed: str, why: 
         assert seed not in done.stderr + done.stdout
 
 
+@pytest.mark.full
 def test_a_secret_given_twice_or_from_an_empty_file_is_refused(secrets_dir: Path) -> None:
     both = _mediator(
         "serve",
@@ -121,6 +125,7 @@ def test_a_secret_given_twice_or_from_an_empty_file_is_refused(secrets_dir: Path
     assert missing.returncode == 2 and "cannot read" in missing.stderr
 
 
+@pytest.mark.full
 def test_help_shows_no_secret_even_when_it_is_set() -> None:
     for command in ("serve", "worker"):
         done = _mediator(
@@ -201,6 +206,7 @@ def test_keys_and_dids_in_log_lines_become_keyed_hashes() -> None:
     assert redact.redact(blob) == blob
 
 
+@pytest.mark.full
 async def test_a_nodes_logs_never_name_a_wallets_keys(redis_url: str) -> None:
     """A wallet connects, is granted mediation, registers a key, gets a forward and picks it
     up, on a node logging at debug level: none of its keys appears in the node's output,
@@ -224,6 +230,7 @@ async def test_a_nodes_logs_never_name_a_wallets_keys(redis_url: str) -> None:
         assert k not in output and k[:8] not in output
 
 
+@pytest.mark.full
 def test_the_pseudonym_command_names_a_key_as_the_logs_do() -> None:
     key = KeyPair.generate().verkey_b58
     done = _mediator("pseudonym", key, env={"MEDIATOR_KEY_SEED": SEED})

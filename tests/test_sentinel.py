@@ -16,6 +16,8 @@ from tests.mqs_client import create, receive_all_ids, send_until
 from tests.servers import Node
 from tests.topologies import SentinelSet
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 
 @pytest.fixture(scope="module")
 def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:

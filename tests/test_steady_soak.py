@@ -14,6 +14,8 @@ import pytest
 
 from tests.soak.steady import run
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 
 async def test_short_steady_soak_delivers_everything_without_errors(
     capsys: pytest.CaptureFixture[str],

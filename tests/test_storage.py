@@ -92,6 +92,7 @@ async def test_tls_urls_connect_with_tls_in_every_mode() -> None:
             await backend.aclose()
 
 
+@pytest.mark.full
 async def test_a_node_on_a_unix_socket_serves_and_wakes_long_polls(tmp_path: Path) -> None:
     socket = tmp_path / "redis.sock"
     server = ServerProcess(

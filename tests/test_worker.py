@@ -22,6 +22,8 @@ from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.storage.clients import Backend
 from tests.servers import MediatorProcess, RedisUnderTest
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 PARTITIONS = 8
 UPKEEP_DB = 7
 LEASE_DB = 8

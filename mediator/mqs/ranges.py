@@ -4,6 +4,10 @@ Positions are 0-based and inclusive over the queues in name order. Accepted: `a-
 and `-n` (the last n). The unit `users`, which the spec's own example uses, is read as
 `queues`. Any other unit, several ranges, `a > b`, or a start past the end is refused with
 416 (rather than silently ignored, so a client paging through queues never gets a wrong page).
+An empty header is no range: the whole list, as without one.
+
+`PATTERN` is the one statement of the syntax: the OpenAPI document states it, and `select`
+refuses what it does not match, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ import re
 from mediator.errors import RequestError
 
 UNIT = "queues"
-# Whitespace is HTTP's (space and tab) and digits are ASCII: this is the pattern the
-# OpenAPI document states, so a client can check a Range before sending it.
-_SPEC = re.compile(r"[ \t]*([A-Za-z]+)[ \t]*=[ \t]*([0-9]{0,18})[ \t]*-[ \t]*([0-9]{0,18})[ \t]*")
+# Whitespace is HTTP's (space and tab), digits are ASCII, units are case-insensitive (RFC
+# 9110) and spelt out as such, since JSON Schema's patterns take no flags. A range is
+# `first-[last]` or `-length` (RFC 9110's int-range and suffix-range): `queues=-` is none.
+_WS = r"[ \t]*"
+PATTERN = (
+    rf"{_WS}(?P<unit>[Qq][Uu][Ee][Uu][Ee][Ss]|[Uu][Ss][Ee][Rr][Ss]){_WS}={_WS}"
+    rf"(?:(?P<first>[0-9]{{1,18}}){_WS}-{_WS}(?P<last>[0-9]{{0,18}})"
+    rf"|-{_WS}(?P<suffix>[0-9]{{1,18}})){_WS}"
+)
+_SPEC = re.compile(PATTERN)
 
 
 class RangeNotSatisfiable(RequestError):
@@ -25,18 +36,17 @@ class RangeNotSatisfiable(RequestError):
 
 def select(header: str | None, total: int) -> tuple[int, int] | None:
     """Inclusive (first, last) positions to return, or None for an empty result."""
-    if header is None:
+    if header is None or not header.strip(" \t"):
         return (0, total - 1) if total else None
     match = _SPEC.fullmatch(header)
     if not match:
-        raise RangeNotSatisfiable(f"malformed Range {header[:80]!r}; use e.g. queues=0-9")
-    unit, first_s, last_s = match.groups()
-    if unit.lower() not in (UNIT, "users"):
-        raise RangeNotSatisfiable(f"unsupported range unit {unit!r}; use {UNIT}")
-    if not first_s and not last_s:
-        raise RangeNotSatisfiable("a range needs a start or a length")
-    if not first_s:  # suffix: the last n
-        n = int(last_s)
+        raise RangeNotSatisfiable(
+            f"malformed Range {header[:80]!r}; use {UNIT}=first-last, {UNIT}=first- or "
+            f"{UNIT}=-count, e.g. {UNIT}=0-9"
+        )
+    first_s, last_s, suffix = match.group("first", "last", "suffix")
+    if suffix is not None:  # the last n
+        n = int(suffix)
         if n == 0 or total == 0:
             raise RangeNotSatisfiable("range selects no queue")
         return (max(0, total - n), total - 1)

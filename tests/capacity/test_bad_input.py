@@ -13,6 +13,8 @@ from tests.capacity.scenario import capacity
 from tests.capacity.synthetic import write_history
 from tests.servers import start_binary_server
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 
 def _fails_clearly(args: list[str], says: str, code: int | None = None) -> str:
     done = capacity(*args)

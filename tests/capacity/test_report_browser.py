@@ -13,6 +13,8 @@ from tests.capacity.browser import PageView, needs_chromium, open_page
 from tests.capacity.scenario import capacity
 from tests.capacity.synthetic import write_history
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 CHARTS = {
     "forecast", "server-share", "server-fragmentation", "mailbox-ccdf", "mailbox-lorenz",
     "age-heatmap", "staleness", "inflight-deliveries", "skew-heatmap", "throughput",

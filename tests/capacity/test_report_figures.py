@@ -22,7 +22,7 @@ import pytest
 
 from tests.capacity.synthetic import write_history
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.full]
 
 REL = 1e-9
 HOUR_MS = 3600_000

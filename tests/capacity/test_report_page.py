@@ -344,6 +344,7 @@ def _luminance(css: str) -> float:
 # What a reader sees ---------------------------------------------------------------------------
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 @pytest.mark.parametrize("name", list(SUMMARIES))
 def test_page_draws_every_chart_without_errors(
@@ -357,6 +358,7 @@ def test_page_draws_every_chart_without_errors(
     assert view.values["sections"] == SECTIONS
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 def test_colour_scheme_follows_the_reader(
     seen: Callable[[str, bool], PageView], dark: bool
@@ -369,6 +371,7 @@ def test_colour_scheme_follows_the_reader(
         assert _luminance(view.background) > 0.9, view.background
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("name", list(SUMMARIES))
 def test_verdict_is_on_the_first_screen_before_any_chart(
     seen: Callable[[str, bool], PageView], name: str
@@ -381,11 +384,13 @@ def test_verdict_is_on_the_first_screen_before_any_chart(
     assert status in view.values["verdict_text"]
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("name", list(SUMMARIES))
 def test_embedded_summary_parses_back(seen: Callable[[str, bool], PageView], name: str) -> None:
     assert seen(name, False).values["embedded"] == SUMMARIES[name][0]()
 
 
+@pytest.mark.full
 def test_capped_table_shows_its_other_row(seen: Callable[[str, bool], PageView]) -> None:
     (other,) = seen("rich", False).values["other_rows"]
     assert other.split("\t")[0] == "other (119,980 more)"
@@ -393,6 +398,7 @@ def test_capped_table_shows_its_other_row(seen: Callable[[str, bool], PageView])
     assert "1.3 GiB" in other
 
 
+@pytest.mark.full
 def test_rich_summary_reads_in_human_units(seen: Callable[[str, bool], PageView]) -> None:
     text = seen("rich", False).text
     for shown in ["1,000,000", "1.7 GiB", "71 %", "2 d 12 h", "65 d 12 h", "19.5 MiB /day"]:
@@ -400,6 +406,7 @@ def test_rich_summary_reads_in_human_units(seen: Callable[[str, bool], PageView]
     assert seen("rich", False).values["notices"] == rich()["notices"]
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("name", ["empty", "one_day"])
 def test_short_history_says_so_and_still_draws_the_points(
     seen: Callable[[str, bool], PageView], name: str
@@ -410,6 +417,7 @@ def test_short_history_says_so_and_still_draws_the_points(
     assert "One primary: no skew to show." in view.text
 
 
+@pytest.mark.full
 def test_empty_history_draws_empty_frames(seen: Callable[[str, bool], PageView]) -> None:
     view = seen("empty", False)
     assert view.values["no_data"] == len(ONE_PRIMARY)
@@ -417,6 +425,7 @@ def test_empty_history_draws_empty_frames(seen: Callable[[str, bool], PageView])
     assert "No snapshots under /data/capacity in the last 30 days." in view.values["notices"]
 
 
+@pytest.mark.full
 def test_text_from_the_summary_cannot_break_out(tmp_path: Path) -> None:
     needs_chromium()
     summary = rich()

@@ -21,7 +21,7 @@ from spark import pseudonyms
 from tests.capacity.scenario import NODE_ENV, Deployment, capacity, drive, parquet_rows
 from tests.servers import Node, RedisUnderTest
 
-pytestmark = pytest.mark.topology
+pytestmark = [pytest.mark.topology, pytest.mark.full]
 TOPOLOGY = os.environ.get("MEDIATOR_TEST_TOPOLOGY", "standalone") or "standalone"
 READ_FROM = "replica" if TOPOLOGY == "sentinel" else "primary"
 

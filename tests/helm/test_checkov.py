@@ -12,6 +12,8 @@ import yaml
 
 from tests.helm.chart import CHART, Helm
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 # Why each skipped check does not apply; the reasons themselves live in the chart
 # (templates/_helpers.tpl, mediator.checkovSkips) as checkov.io/skipN annotations.
 SKIPPED = {

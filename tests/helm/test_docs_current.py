@@ -12,6 +12,7 @@ import pytest
 from tests.helm.chart import CHART, ROOT
 
 
+@pytest.mark.full
 def test_readme_and_schema_are_current(tools: Path, tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     schema = tmp_path / "values.schema.json"

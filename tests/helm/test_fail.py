@@ -8,6 +8,8 @@ import pytest
 
 from tests.helm.chart import Helm, RenderError, ci
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 URL = "redis.url=redis://redis-master:6379/0"
 
 

@@ -9,6 +9,7 @@ import pytest
 from tests.helm.chart import CHART, CI_VALUES, Helm
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
 def test_lint_strict(helm: Helm, values: Path) -> None:
     done = helm.run("lint", "--strict", str(CHART), "--values", str(values))

@@ -8,6 +8,8 @@ import yaml
 
 from tests.helm.chart import CHART, Doc, Helm, Render, ci, matches
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 MODES = ["standalone", "sentinel", "cluster", "minimal", "full"]
 URL = "redis.url=redis://redis-master:6379/0"
 STANDARD = {

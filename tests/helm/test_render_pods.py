@@ -24,6 +24,8 @@ from tests.helm.chart import (
     secret_refs,
 )
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 MODES = ["standalone", "sentinel", "cluster", "minimal", "full"]
 URL = "redis.url=redis://redis-master:6379/0"
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.helm.chart import Render
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 # Chart.yaml says kubeVersion >=1.30.0-0; 1.37 is the newest the pinned kubernetes-validate
 # (1.37.0) has schemas for.
 VERSIONS = ["1.30.0", "1.37.0"]

@@ -43,6 +43,8 @@ from tests.kube.kubelet import (
 from tests.kube.service import Service
 from tests.servers import missing, start_binary_server
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "mediator"
 RELEASE = "m"

@@ -218,6 +218,7 @@ def test_the_dashboard_reads_the_recording_rules() -> None:
     assert unused == set()
 
 
+@pytest.mark.full
 def test_every_series_the_dashboard_and_rules_read_is_exported(
     node_exposition: str, worker_exposition: str
 ) -> None:

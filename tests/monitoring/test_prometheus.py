@@ -28,6 +28,8 @@ from tests.monitoring.prometheus import (
 )
 from tests.servers import Node
 
+pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+
 NODES, WORKERS = "mediator", "mediator-worker"
 
 

@@ -32,12 +32,14 @@ ALERTS = [rule["alert"] for rule in load_rules() if "alert" in rule]
 RECORDS = [rule["record"] for rule in load_rules() if "record" in rule]
 
 
+@pytest.mark.full
 def test_rules_pass_promtool_check() -> None:
     checked = _promtool("check", "rules", RULES.name)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"SUCCESS: {len(ALERTS) + len(RECORDS)} rules found" in checked.stdout
 
 
+@pytest.mark.full
 def test_rules_pass_their_unit_tests() -> None:
     tested = _promtool("test", "rules", RULES_TEST.name)
     assert tested.returncode == 0, tested.stdout + tested.stderr
@@ -64,6 +66,7 @@ def test_every_recording_rule_has_an_expected_value() -> None:
     assert [record for record in RECORDS if record not in tested] == []
 
 
+@pytest.mark.full
 def test_the_unit_tests_fail_for_any_alert_that_never_fires(tmp_path: Path) -> None:
     """The tests would catch a broken alert: with its expression swapped for one that is never
     true, promtool must report a failure for that alert (one promtool run per alert)."""
