@@ -8,7 +8,7 @@ DEBIAN_REDIS ?= /usr/bin/redis-server
 JOBS ?= 4
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile --durations=20
 
-.PHONY: install install-spark serve check fast test lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity image image-test deploy-tools
+.PHONY: install install-spark serve check fast test overlapped lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity image image-test deploy-tools
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -96,7 +96,23 @@ interop-install:
 interop: install-spark interop-install
 	$(PYTEST) -m interop
 
-test: lint image unit image-test engine-redis7 topologies
+# Everything. The whole suite runs here (its progress printed as it goes); beside it, with
+# fewer workers, the engine on Redis 7, the topologies and the images' tests, whose output
+# is kept in build/test-logs/overlapped.log and printed once they are done.
+OVERLAP_JOBS ?= 2
+test: lint image
+	@mkdir -p build/test-logs
+	@echo "make test: the engine on Redis 7, the topologies and the images' tests run beside the suite (build/test-logs/overlapped.log)"
+	@$(MAKE) --no-print-directory JOBS=$(OVERLAP_JOBS) overlapped >build/test-logs/overlapped.log 2>&1 & beside=$$!; \
+	$(MAKE) --no-print-directory unit; suite=$$?; \
+	wait $$beside; overlapped=$$?; \
+	echo "==== the engine on Redis 7, the topologies, the images' tests (build/test-logs/overlapped.log)"; \
+	cat build/test-logs/overlapped.log; \
+	echo "make test: the suite $$([ $$suite = 0 ] && echo passed || echo FAILED), beside it $$([ $$overlapped = 0 ] && echo passed || echo FAILED)"; \
+	[ $$suite = 0 ] && [ $$overlapped = 0 ]
+
+overlapped: engine-redis7 topologies  # then image-test's run of the image built above
+	$(PYTEST) -m image
 
 bench: install
 	$(PY) bench/mqs_bench.py

@@ -28,6 +28,7 @@ from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.mediation.threads import ThreadBook
+from mediator.mqs import auth as mqs_auth
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
 from mediator.notify.notifier import Notifier
@@ -67,7 +68,7 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     m: Metrics = request.app.state.metrics
     engine: Engine = request.app.state.engine
-    partitions = request.app.state.settings.worker_partitions
+    partitions = request.app.state.settings.worker.partitions
     m.waiters.set(request.app.state.mqs.hub.waiter_count())
     answered = False
     with contextlib.suppress(*STORAGE_ERRORS):  # TimeoutError is an OSError
@@ -97,64 +98,75 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
 
 def create_app(settings: Settings, redis_url: str) -> Starlette:
     metrics_ = Metrics()
-    drain = Drain(settings.drain_seconds)
+    node = settings.node
+    drain = Drain(node.drain_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         rt = await runtime.start(
             settings,
             redis_url,
-            wake_channel=keys.node_channel(settings.resolved_node_id),
+            wake_channel=keys.node_channel(node.resolved_id),
             observe=lambda outcome: metrics_.confirmations.labels(outcome).inc(),
         )
         backend, redis, engine, identity = rt.backend, rt.redis, rt.engine, rt.identity
         hub = WakeHub(backend.subscriber, engine.wake_channel)
-        routes = RouteCache(settings.route_cache_seconds)
+        routes = RouteCache(node.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
         store = MediationStore(redis, routes)
         presence = Presence(
             redis,
-            settings.resolved_node_id,
-            settings.presence_seconds,
-            3 * settings.live_recheck_seconds,
+            node.resolved_id,
+            node.presence_seconds,
+            3 * settings.websocket.live_recheck_seconds,
         )
         hub.on("takeover", presence.on_takeover, presence.reset)
         await hub.start()
         await presence.start()
-        watch = StorageWatch(redis.ping, settings.storage_lost_seconds, drain.storage_changed)
+        watch = StorageWatch(redis.ping, node.storage_lost_seconds, drain.storage_changed)
         watch.start()
         app.state.watch = watch
         app.state.engine = engine
         app.state.backend = backend
-        app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings)
-        mailbox = Mailbox(engine, settings, metrics_, routed=backend.mode is not Mode.CLUSTER)
-        pusher = Pusher(redis, store, mailbox, settings, metrics_)
-        notifier = Notifier(redis, mailbox, presence, settings, metrics_)
+        served = mqs_auth.served(settings.mqs, node.host)
+        app.state.mqs = mqs_routes.Mqs(engine=engine, hub=hub, settings=settings.mqs, served=served)
+        mailbox = Mailbox(
+            engine,
+            settings.queue,
+            metrics_,
+            forwards_per_second=settings.limits.forwards_per_second,
+            routed=backend.mode is not Mode.CLUSTER,
+        )
+        pusher = Pusher(redis, store, mailbox, settings.push, settings.outbound, metrics_)
+        notifier = Notifier(
+            redis, mailbox, presence, settings.notify, settings.push, settings.outbound, metrics_
+        )
         services = Services(
-            settings=settings,
+            didcomm=settings.didcomm,
+            queue=settings.queue,
             engine=engine,
             hub=hub,
             identity=identity,
             store=store,
             mailbox=mailbox,
-            threads=ThreadBook(redis, settings.thread_state_seconds),
+            threads=ThreadBook(redis, settings.didcomm.thread_state_seconds),
             handshakes=HandshakeBook(redis),
             endpoints=(settings.public_endpoint, settings.public_ws_endpoint),
             pusher=pusher,
             presence=presence,
             notifier=notifier,
-            limiter=Limiter(engine.scripts, settings, redis, identity.sigkey[:32]),
+            limiter=Limiter(engine.scripts, settings.limits, redis, identity.sigkey[:32]),
         )
-        app.state.didcomm = Pipeline(services, metrics_)
+        app.state.didcomm = Pipeline(services, settings.websocket, metrics_)
         background = plugins.node_services(plugins.NodeParts(rt, pusher, notifier, metrics_))
-        if settings.in_process_worker and not background:
+        if settings.worker.in_process and not background:
             log.warning("--in-process-worker: no worker is installed (the workers package)")
         running = [asyncio.create_task(s.run(), name=s.name) for s in background]
-        if not settings.mqs_enabled:
+        if not served:
             log.warning(
                 "mqs API disabled: no MEDIATOR_API_TOKENS and listening on %s, which is not "
                 "a loopback address",
-                settings.host,
+                node.host,
             )
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -162,8 +174,8 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         log.info(
             "node ready",
             extra={
-                "host": settings.host,
-                "port": settings.port,
+                "host": node.host,
+                "port": node.port,
                 "redis": backend.target.redacted,
                 "redis_mode": backend.mode.value,
                 "accepted_when": rt.durability.describe,

@@ -38,17 +38,17 @@ def serve(**options: Any) -> None:
     from mediator.transport.socket_protocol import LeanWebSocketProtocol
 
     settings = build_settings(options)
-    logs.configure(settings.log_level, settings.resolved_node_id)
+    logs.configure(settings.node.log_level, settings.node.resolved_id)
     allocator.tune()
     embedded = None
-    url = settings.redis_url
+    url = settings.redis.url
     try:
         if not url:
             embedded = EmbeddedServer(
-                settings.data_dir,
-                binary=settings.redis_server_binary,
-                stream_node_max_bytes=settings.stream_node_max_bytes,
-                appendfsync=settings.appendfsync,
+                settings.embedded.data_dir,
+                binary=settings.embedded.server_binary,
+                stream_node_max_bytes=settings.embedded.stream_node_max_bytes,
+                appendfsync=settings.embedded.appendfsync,
             )
             embedded.start()
             url = embedded.url
@@ -57,8 +57,8 @@ def serve(**options: Any) -> None:
         server = uvicorn.Server(
             uvicorn.Config(
                 app,
-                host=settings.host,
-                port=settings.port,
+                host=settings.node.host,
+                port=settings.node.port,
                 loop="uvloop",
                 http="httptools",
                 ws=LeanWebSocketProtocol,
@@ -66,11 +66,11 @@ def serve(**options: Any) -> None:
                 access_log=False,
                 timeout_graceful_shutdown=10,
                 timeout_keep_alive=75,
-                ws_per_message_deflate=settings.websocket_compression,
-                ws_ping_interval=settings.websocket_ping_seconds,
-                ws_ping_timeout=settings.websocket_ping_seconds,
+                ws_per_message_deflate=settings.websocket.compression,
+                ws_ping_interval=settings.websocket.ping_seconds,
+                ws_ping_timeout=settings.websocket.ping_seconds,
                 # A larger frame closes the socket (1009) before it is read into memory.
-                ws_max_size=settings.max_envelope_bytes + WS_FRAME_MARGIN,
+                ws_max_size=settings.didcomm.max_envelope_bytes + WS_FRAME_MARGIN,
                 # Client addresses come from X-Forwarded-For only through --trusted-proxies.
                 proxy_headers=False,
             )
@@ -102,7 +102,7 @@ def migrate(dry_run: bool, force: bool, **options: Any) -> None:
     has the whole procedure.
     """
     settings = build_settings(options)
-    if not settings.redis_url:
+    if not settings.redis.url:
         fail("mediator migrate needs --redis-url / MEDIATOR_REDIS_URL")
     try:
         report = asyncio.run(_migrate(settings, dry_run=dry_run, force=force))
@@ -119,7 +119,7 @@ async def _migrate(settings: Settings, *, dry_run: bool, force: bool) -> Any:
     from mediator import runtime
     from mediator.migrate import Migration
 
-    async with runtime.connected(settings.redis_url) as backend:
+    async with runtime.connected(settings.redis.url) as backend:
         migration = Migration(
             backend,
             runtime.engine_defaults(settings),
@@ -175,11 +175,11 @@ async def _identity_seed(settings: Settings) -> bytes:
     from mediator.didcomm.identity import from_seed_setting
     from mediator.mediation.identity import load_identity
 
-    if settings.key_seed:
-        return from_seed_setting(settings.key_seed).sigkey[:32]
-    if not settings.redis_url:
+    if settings.didcomm.key_seed:
+        return from_seed_setting(settings.didcomm.key_seed).sigkey[:32]
+    if not settings.redis.url:
         raise ConfigError("give --key-seed or --redis-url (where the nodes keep the identity)")
-    async with runtime.connected(settings.redis_url) as backend:
+    async with runtime.connected(settings.redis.url) as backend:
         return (await load_identity(backend.client, "")).sigkey[:32]
 
 
@@ -187,7 +187,8 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
     from mediator.didcomm.identity import from_seed_setting
     from mediator.didcomm.invitation import invitation_urls, multi_use_id
 
-    if not settings.redis_url and not settings.key_seed:
+    didcomm = settings.didcomm
+    if not settings.redis.url and not didcomm.key_seed:
         import httpx
 
         async with httpx.AsyncClient(timeout=10) as client:
@@ -195,14 +196,14 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
             response.raise_for_status()
             answer: dict[str, Any] = response.json()
             return answer
-    if not settings.redis_url:
-        if not settings.invitation_multi_use:
+    if not settings.redis.url:
+        if not didcomm.invitation_multi_use:
             raise ConfigError("a single-use invitation is stored in Redis: give --redis-url")
-        identity = from_seed_setting(settings.key_seed)
+        identity = from_seed_setting(didcomm.key_seed)
         return invitation_urls(
             identity,
             settings.public_endpoint,
-            settings.label,
+            didcomm.label,
             multi_use_id(identity),
             multi_use=True,
         )
@@ -210,9 +211,10 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
     from mediator.mediation.handshakes import HandshakeBook
     from mediator.mediation.identity import load_identity
 
-    async with runtime.connected(settings.redis_url) as backend:
-        identity = await load_identity(backend.client, settings.key_seed)
-        return await HandshakeBook(backend.client).invitation(identity, settings)
+    async with runtime.connected(settings.redis.url) as backend:
+        identity = await load_identity(backend.client, didcomm.key_seed)
+        book = HandshakeBook(backend.client)
+        return await book.invitation(identity, didcomm, settings.public_endpoint)
 
 
 def _add_plugged_commands() -> None:

@@ -32,11 +32,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from mediator.engine import keys
+from mediator.engine import keys, legacy_keys
 from mediator.engine import layout as layouts
 from mediator.engine.ids import origin_queue
-from mediator.engine.keys import Legacy
-from mediator.engine.model import LIMIT_FIELDS, QueueConfig
+from mediator.engine.model import CREATED_FIELD, LIMIT_FIELDS, QueueConfig, QueueRef
 from mediator.engine.scripts import Scripts
 from mediator.errors import ConfigError
 from mediator.mediation import record as rec
@@ -47,17 +46,6 @@ log = logging.getLogger(__name__)
 
 BATCH = 200  # entities converted per round of pipelines
 SCAN_COUNT = 1000
-# Queue data keys of layout 1 (suffix) and their layout-2 names (QueueKeys attribute).
-QUEUE_DATA = {
-    "s": "stream",
-    "inflight": "inflight",
-    "rc": "receives",
-    "delayed": "delayed",
-    "dbody": "delayed_bodies",
-    "ids": "ids",
-    "dlqout": "outbox",
-    "refs": "refs",
-}
 # Connection record fields kept, and their layout-2 names (mediator/mediation/record.py);
 # `ok`, `did`, `label` and `inv` are not kept.
 RECORD_FIELDS = {
@@ -71,7 +59,6 @@ RECORD_FIELDS = {
     "pa": rec.PUSH_ATTEMPTS,
 }
 SETTINGS = ("ret", "vt", "dly", "mr", "dlq", *LIMIT_FIELDS, "wq")
-GLOBAL_PREFIXES = ("mq:registry:", "mq:due:", "mq:lease:", "mq:stats:", "mq:moved-exp:")
 
 
 @dataclass
@@ -148,7 +135,7 @@ class Migration:
             return
         seconds, micros = await self.redis.time()
         now = int(seconds) * 1000 + int(micros) // 1000
-        alive = await self.redis.zrangebyscore("mq:workers", now, "+inf")
+        alive = await self.redis.zrangebyscore(legacy_keys.workers(), now, "+inf")
         if alive:
             names = ", ".join(_text(n) for n in alive[:5])
             raise ConfigError(
@@ -169,15 +156,14 @@ class Migration:
                 return
 
     def _classify(self, name: str) -> None:
-        kind, item = _entity(name)
+        kind, item, suffix = legacy_keys.entity(name)
         if kind == "global":
             self._globals.append(name)
         elif kind == "queue":
             self._queues.append(item)
             self.report.seen["queue"] = self.report.seen.get("queue", 0) + 1
         elif kind == "queue data":
-            qualified, _, suffix = item.rpartition("}:")
-            self._data.setdefault(qualified, []).append(suffix)
+            self._data.setdefault(item, []).append(suffix)
         elif kind:
             self._pending.setdefault(kind, []).append(item)
             self.report.seen[kind] = self.report.seen.get(kind, 0) + 1
@@ -240,7 +226,7 @@ class Migration:
     async def _convert_queues(self, names: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for qualified in names:
-            pipe.hgetall(Legacy.queue(qualified, "cfg"))
+            pipe.hgetall(legacy_keys.queue(qualified, legacy_keys.QUEUE_CONFIG))
         configs = await pipe.execute()
         moves: list[tuple[str, str]] = []
         present = []
@@ -249,21 +235,25 @@ class Migration:
                 continue
             present.append((qualified, {_text(k): _text(v) for k, v in raw.items()}))
             qk = keys.queue_keys(qualified)
-            for old in self._data.pop("mq:{q:" + qualified, []):  # only those that exist
-                if old in QUEUE_DATA:
-                    moves.append((Legacy.queue(qualified, old), getattr(qk, QUEUE_DATA[old])))
+            for old in self._data.pop(qualified, []):  # only those that exist
+                if old in legacy_keys.QUEUE_DATA:
+                    new = getattr(qk, legacy_keys.QUEUE_DATA[old])
+                    moves.append((legacy_keys.queue(qualified, old), new))
         await self._move(moves)
         calls: list[tuple[str, list[str], list[Any]]] = []
         cleanup = self.redis.pipeline(transaction=False)
         for qualified, fields in present:
             qk = keys.queue_keys(qualified)
-            namespace = qualified.partition(":")[0]
+            ref = QueueRef.parse(qualified)
             sched = fields.pop("sched", "")
-            pairs = self._queue_fields(namespace, fields)
+            pairs = self._queue_fields(ref.namespace, fields)
             calls.append(("adopt", qk.all, [qualified, sched, *pairs]))
-            cleanup.delete(Legacy.queue(qualified, "cfg"), Legacy.queue(qualified, "waiters"))
-            if namespace == keys.MQS_NAMESPACE:
-                cleanup.zadd(keys.mqs_names(), {qualified.partition(":")[2]: 0})
+            cleanup.delete(
+                legacy_keys.queue(qualified, legacy_keys.QUEUE_CONFIG),
+                legacy_keys.queue(qualified, legacy_keys.QUEUE_WAITERS),
+            )
+            if ref.namespace == keys.MQS_NAMESPACE:
+                cleanup.zadd(keys.mqs_names(), {ref.name: 0})
         if calls:
             await self.scripts.pipeline(calls)
             await cleanup.execute()
@@ -286,9 +276,10 @@ class Migration:
     async def _connections(self, verkeys: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for verkey in verkeys:
-            pipe.hgetall(Legacy.connection(verkey, "conn"))
-            pipe.pttl(Legacy.connection(verkey, "conn"))
-            pipe.zrange(Legacy.connection(verkey, "keys"), 0, -1)
+            old = legacy_keys.connection_keys(verkey)
+            pipe.hgetall(old.record)
+            pipe.pttl(old.record)
+            pipe.zrange(old.keylist, 0, -1)
         rows = await pipe.execute()
         write = self.redis.pipeline(transaction=False)
         moves = []
@@ -315,12 +306,9 @@ class Migration:
             write.hset(ck.record, mapping=fields)  # type: ignore[arg-type]
             if int(ttl) > 0:
                 write.pexpire(ck.record, int(ttl))
-            write.delete(
-                Legacy.connection(verkey, "conn"),
-                Legacy.connection(verkey, "keys"),
-                Legacy.connection(verkey, "live"),
-            )
-            moves.append((Legacy.connection(verkey, "thr"), ck.threads))
+            old = legacy_keys.connection_keys(verkey)
+            write.delete(old.record, old.keylist, old.presence)
+            moves.append((old.threads, ck.threads))
             done += 1
         await self._move(moves)
         await write.execute()
@@ -329,7 +317,7 @@ class Migration:
     async def _routes(self, recipient_keys: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for key in recipient_keys:
-            pipe.get(Legacy.route(key))
+            pipe.get(legacy_keys.route(key))
         owners = await pipe.execute()
         write = self.redis.pipeline(transaction=False)
         for key, owner in zip(recipient_keys, owners, strict=True):
@@ -337,15 +325,15 @@ class Migration:
                 continue
             raw = raw_key(key)
             write.hsetnx(keys.routes_bucket(raw), raw, owner)
-            write.delete(Legacy.route(key))
+            write.delete(legacy_keys.route(key))
             self.report.routes += 1
         await write.execute()
 
     async def _ours(self, our_keys: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for key in our_keys:
-            pipe.get(Legacy.ours(key))
-            pipe.pttl(Legacy.ours(key))
+            pipe.get(legacy_keys.our_key(key))
+            pipe.pttl(legacy_keys.our_key(key))
         rows = await pipe.execute()
         write = self.redis.pipeline(transaction=False)
         for i, key in enumerate(our_keys):
@@ -357,29 +345,32 @@ class Migration:
             else:
                 raw = raw_key(key)
                 write.hset(keys.ours_bucket(raw), raw, raw_key(_text(peer)))
-            write.delete(Legacy.ours(key))
+            write.delete(legacy_keys.our_key(key))
             self.report.our_keys += 1
         await write.execute()
 
     async def _invitations(self, verkeys: list[str]) -> None:
-        await self._move([(f"dc:inv:{v}", keys.invitation(v)) for v in verkeys])
+        await self._move([(legacy_keys.invitation(v), keys.invitation(v)) for v in verkeys])
         self.report.invitations += len(verkeys)
 
-    async def _push(self, names: list[str]) -> None:
-        for name in names:
+    async def _push(self, shards: list[str]) -> None:
+        for old in shards:
+            name = legacy_keys.push_due(old)
             rows: list[Any] = await self.redis.zrange(name, 0, -1, withscores=True)
             pipe = self.redis.pipeline(transaction=False)
             for member, score in rows:
                 connection = _text(member)
-                shard = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").shard
+                shard = keys.queue_keys(
+                    QueueRef(keys.DIDCOMM_NAMESPACE, connection).qualified
+                ).shard
                 pipe.zadd(keys.shard_due(shard), {keys.PUSH_MEMBER + connection: score})
             pipe.delete(name)
             await pipe.execute()
             self.report.push_retries += len(rows)
 
-    async def _moved(self, names: list[str]) -> None:
-        for name in names:
-            expiry_name = "mq:moved-exp:" + name.rsplit(":", 1)[1]
+    async def _moved(self, shards: list[str]) -> None:
+        for old in shards:
+            name, expiry_name = legacy_keys.moved(old), legacy_keys.moved_expiry(old)
             targets = await self.redis.hgetall(name)
             scored: list[Any] = await self.redis.zrange(expiry_name, 0, -1, withscores=True)
             expiries = dict(scored)
@@ -401,17 +392,17 @@ class Migration:
     # ------------------------------------------------------------ the rest
 
     async def _convert_globals(self) -> None:
-        seed = await self.redis.hget(Legacy.IDENTITY, "seed")
+        seed = await self.redis.hget(legacy_keys.identity(), legacy_keys.IDENTITY_SEED)
         if seed is not None:
-            await self.redis.hsetnx(keys.mediator_identity(), "seed", seed)
-            await self.redis.delete(Legacy.IDENTITY)
+            await self.redis.hsetnx(keys.mediator_identity(), keys.IDENTITY_SEED, seed)
+            await self.redis.delete(legacy_keys.identity())
         # The mqs registry's names that are queues now are the listing (already written
         # by each queue's conversion; this covers a queue converted by an earlier run).
         for name in self._globals:
-            if name == Legacy.REGISTRY_PREFIX + keys.MQS_NAMESPACE:
+            if name == legacy_keys.registry(keys.MQS_NAMESPACE):
                 for raw in await self.redis.zrange(name, 0, -1):
-                    qualified = f"{keys.MQS_NAMESPACE}:{_text(raw)}"
-                    if await self.redis.hexists(keys.queue_keys(qualified).cfg, "created"):
+                    qualified = QueueRef(keys.MQS_NAMESPACE, _text(raw)).qualified
+                    if await self.redis.hexists(keys.queue_keys(qualified).cfg, CREATED_FIELD):
                         await self.redis.zadd(keys.mqs_names(), {_text(raw): 0})
         for name in self._globals:
             await self.redis.delete(name)
@@ -424,31 +415,6 @@ class Migration:
         heads = {str(shard): head[0][1] for shard, head in enumerate(await pipe.execute()) if head}
         if heads:
             await self.redis.zadd(keys.next_due(), heads, lt=True)
-
-
-def _entity(name: str) -> tuple[str, str]:
-    """What a layout-1 key is: (kind, the entity it names); ('', '') for keys converted
-    with their entity (or not layout 1 at all)."""
-    if name.startswith("mq:{q:") and name.endswith("}:cfg"):
-        return "queue", name[len("mq:{q:") : -len("}:cfg")]
-    if name.startswith("mq:{q:"):
-        return "queue data", name
-    if name.startswith("dc:{c:") and name.endswith("}:conn"):
-        return "connection", name[len("dc:{c:") : -len("}:conn")]
-    for prefix, kind in (
-        ("dc:route:", "route"),
-        ("dc:ours:", "ours"),
-        ("dc:inv:", "invitation"),
-    ):
-        if name.startswith(prefix):
-            return kind, name[len(prefix) :]
-    if name.startswith("dc:push:"):
-        return "push", name
-    if name.startswith("mq:moved:"):
-        return "moved", name
-    if name == "mq:workers" or name.startswith(GLOBAL_PREFIXES):
-        return "global", name
-    return "", ""
 
 
 def _text(value: object) -> str:

@@ -67,7 +67,7 @@ async def connected(redis_url: str) -> AsyncIterator[Backend]:
 
 def engine_defaults(settings: Settings) -> dict[str, QueueConfig]:
     """The queue settings new DIDComm mailboxes take from the operator (`--queue-*`)."""
-    return {keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings)}
+    return {keys.DIDCOMM_NAMESPACE: mailbox_defaults(settings.queue)}
 
 
 async def start(
@@ -82,10 +82,10 @@ async def start(
     each confirmed send (a node's metrics)."""
     backend = await connect(redis_url)
     try:
-        durability = Durability.from_settings(backend, settings, observe)
+        durability = Durability.from_settings(backend, settings.durability, observe)
         await durability.check()
         await layout.ensure(backend.client)
-        identity = await load_identity(backend.client, settings.key_seed)
+        identity = await load_identity(backend.client, settings.didcomm.key_seed)
         redact.use_seed(identity.sigkey[:32])  # log pseudonyms alike on every process
         engine = Engine(
             backend.client,

@@ -4,9 +4,10 @@ the report SREs read (`mediator capacity snapshot|report`, or `spark-submit spar
     cli.py           the command-line options both ways of running share
     session.py       the SparkSession both jobs use
     source/          how Redis is read: topology (servers and the shards they hold), pacing
-                     (a partition's command budget), wire (batched round trips), reader and
-                     snapshot_page.lua (a page of queues a script call), redis_source (the
-                     PySpark Python Data Source)
+                     (a partition's command budget), wire (batched round trips), reader (a
+                     page of queues a call of the engine's read-only snapshot_page.lua:
+                     mediator/engine/snapshot.py), redis_source (the PySpark Python Data
+                     Source)
     tables/          the history's three tables, one module each (mailboxes, servers,
                      cluster), their columns as explicit Arrow and Spark types (columns)
     pseudonyms.py    recipients' keyed hashes

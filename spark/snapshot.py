@@ -180,11 +180,11 @@ def _hash_key(topology: Topology, path: str | None) -> bytes:
         if len(key) < 16:
             raise ConfigError(f"{path}: a pseudonym key needs at least 16 bytes")
         return key
-    seed = Settings.from_environment().key_seed
+    seed = Settings.from_environment().didcomm.key_seed
     if not seed:
         client = topology.control()
         try:
-            stored = client.hget(keys.mediator_identity(), "seed")
+            stored = client.hget(keys.mediator_identity(), keys.IDENTITY_SEED)
         finally:
             client.close()
         seed = stored.decode() if isinstance(stored, bytes) else (stored or "")
@@ -204,7 +204,7 @@ def _with_password(url: str) -> str:
     """`url` with the password of MEDIATOR_REDIS_PASSWORD or MEDIATOR_REDIS_PASSWORD_FILE
     (and MEDIATOR_REDIS_SENTINEL_AUTH), spliced in as the nodes do: the job reads its
     secrets from the same files."""
-    return Settings.from_environment({**os.environ, "MEDIATOR_REDIS_URL": url}).redis_url
+    return Settings.from_environment({**os.environ, "MEDIATOR_REDIS_URL": url}).redis.url
 
 
 def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
@@ -219,8 +219,8 @@ def _alive_nodes(topology: Topology, now_ms: int) -> list[str]:
 def _defaults() -> dict[str, tuple[tuple[str, str], ...]]:
     """The settings DIDComm mailboxes keep out of their hashes: the operator's, from the
     same MEDIATOR_* environment the nodes read."""
-    settings = Settings.from_environment()
-    config = QueueLimits.defaults(settings).to_config(settings)
+    queue = Settings.from_environment().queue
+    config = QueueLimits.defaults(queue).to_config(queue)
     fields = config.to_fields(keys.DIDCOMM_NAMESPACE)[0]
     return {keys.DIDCOMM_NAMESPACE: tuple(sorted(fields.items()))}
 

@@ -8,9 +8,9 @@ import pytest
 
 from mediator.engine import Engine, keys
 from mediator.storage.clients import Backend, RedisClient
-from tests.didcomm_peer import Peer
+from tests.didcomm_peer import Peer, mediator_key
 from tests.inprocess import QUICK_WORKER, AppNode
-from tests.servers import DIDCOMM_SUITES_ENV, Node, RedisUnderTest
+from tests.servers import DIDCOMM_SUITES, DIDCOMM_SUITES_ENV, Node, RedisUnderTest
 
 # The local push providers (FCM, APNs, a webhook) as fixtures for every test module; the
 # tiers (tests/tiers.py).
@@ -77,8 +77,8 @@ def node_b(redis_url: str) -> Iterator[Node]:
 
 @pytest.fixture(scope="session")
 def dc_node(redis_url: str) -> Iterator[Node]:
-    """A node for the DIDComm suites: short delivery deadline and implicit-pickup grace, so
-    re-offers and drains happen within a test; plaintext allowed for the plaintext tests."""
+    """dc_app as a `mediator serve` process, for what needs a real server (uvicorn's own
+    behaviour, the CLI reaching it over the network): the full tier."""
     node = Node(redis_url, **DIDCOMM_SUITES_ENV)
     node.start()
     yield node
@@ -86,17 +86,25 @@ def dc_node(redis_url: str) -> Iterator[Node]:
 
 
 @pytest.fixture(scope="session")
-async def med(dc_node: Node) -> str:
-    """The verkey of the DIDComm suites' mediator."""
-    from tests.didcomm_peer import mediator_key
+async def dc_app(redis_url: str) -> AsyncIterator[AppNode]:
+    """The node of the DIDComm suites, in this process (tests/inprocess.py): short delivery
+    deadline and implicit-pickup grace, so re-offers and drains happen within a test;
+    plaintext allowed for the plaintext tests."""
+    node = await AppNode(redis_url, "dc", **DIDCOMM_SUITES).start()
+    yield node
+    await node.stop()
 
-    return await mediator_key(dc_node.base)
+
+@pytest.fixture(scope="session")
+async def med(dc_app: AppNode) -> str:
+    """The verkey of the DIDComm suites' mediator."""
+    return await mediator_key(dc_app)
 
 
 @pytest.fixture(params=["http", "ws"])
-async def peer(request: pytest.FixtureRequest, dc_node: Node, med: str) -> AsyncIterator[Peer]:
-    """A recipient of dc_node, once over HTTP and once over a WebSocket."""
-    async with Peer(dc_node.base, med, request.param) as p:
+async def peer(request: pytest.FixtureRequest, dc_app: AppNode, med: str) -> AsyncIterator[Peer]:
+    """A recipient of dc_app, once over HTTP and once over a WebSocket."""
+    async with Peer(dc_app, med, request.param) as p:
         yield p
 
 
@@ -110,7 +118,7 @@ async def app_a(redis_url: str) -> AsyncIterator[AppNode]:
 
 @pytest.fixture(scope="session")
 async def app_b(redis_url: str) -> AsyncIterator[AppNode]:
-    """A second node in this process on the same Redis, without a worker."""
+    """node_b's twin: a second node in this process on the same Redis, without a worker."""
     node = await AppNode(redis_url, "app-b", in_process_worker=False).start()
     yield node
     await node.stop()

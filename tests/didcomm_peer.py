@@ -1,14 +1,27 @@
 """The project's client (mediator.client) as the test suites use it: a recipient with raw
-access to its transports, and a third-party sender's forward."""
+access to its transports, and a third-party sender's forward.
+
+Each takes the node it talks to as its base URL (real sockets: a `mediator serve` process)
+or as anything with `base`, `client()` and `open_websocket` (tests/inprocess.py's AppNode,
+the app in this process)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpx
 
-from mediator.client import Recipient, Sender, attachments, mediator_key, message
+from mediator.client import (
+    Recipient,
+    Sender,
+    WsConnection,
+    attachments,
+    connect_websocket,
+    message,
+)
+from mediator.client import mediator_key as key_of
 from mediator.client.transports import ENVELOPE_TYPE
 
 ENVELOPE = {"content-type": ENVELOPE_TYPE}
@@ -16,23 +29,67 @@ ENVELOPE = {"content-type": ENVELOPE_TYPE}
 __all__ = [
     "ENVELOPE",
     "Peer",
+    "Reach",
     "attachments",
     "collect",
     "forward",
     "live_peer",
     "mediator_key",
     "message",
+    "reach",
 ]
 
 LIVE = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
 
 
+class Reach(Protocol):
+    """How the tests reach a node: its public base URL, HTTP, and its WebSocket."""
+
+    @property
+    def base(self) -> str: ...
+
+    def client(self, timeout: float = 30) -> httpx.AsyncClient: ...
+
+    async def open_websocket(self, url: str) -> WsConnection: ...
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A node at a URL, over real sockets."""
+
+    base: str
+
+    def client(self, timeout: float = 30) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base, timeout=timeout)
+
+    async def open_websocket(self, url: str) -> WsConnection:
+        return await connect_websocket(url)
+
+
+def reach(node: str | Reach) -> Reach:
+    return Remote(node) if isinstance(node, str) else node
+
+
+async def mediator_key(node: str | Reach) -> str:
+    """The node's mediator verkey, from its invitation."""
+    target = reach(node)
+    async with target.client() as client:
+        return await key_of(target.base, client=client)
+
+
 class Peer(Recipient):
     """A recipient whose tests also send raw bytes and look at raw frames and answers."""
 
-    def __init__(self, base: str, mediator: str, transport: str = "http") -> None:
-        super().__init__(base, mediator, transport)
-        self.web = httpx.AsyncClient(base_url=base, timeout=30)
+    def __init__(self, node: str | Reach, mediator: str, transport: str = "http") -> None:
+        self.node = reach(node)
+        self.web = self.node.client(30)
+        super().__init__(
+            self.node.base,
+            mediator,
+            transport,
+            client=self.web,
+            connector=self.node.open_websocket,
+        )
 
     async def __aenter__(self) -> Peer:
         await super().__aenter__()
@@ -64,18 +121,23 @@ class Peer(Recipient):
 
 
 async def forward(
-    base: str, mediator: str, to: str, content: dict[str, Any], *, extra_kids: tuple[str, ...] = ()
+    node: str | Reach,
+    mediator: str,
+    to: str,
+    content: dict[str, Any],
+    *,
+    extra_kids: tuple[str, ...] = (),
 ) -> httpx.Response:
     """What a third-party sender does, keeping the mediator's raw HTTP answer."""
     data = Sender(mediator).wrap(to, content, extra=extra_kids)
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with reach(node).client() as client:
         return await client.post("/", content=data, headers=ENVELOPE)
 
 
-async def live_peer(base: str, med: str, like: Recipient | None = None) -> Peer:
-    """A WebSocket recipient of the node at `base` in live mode: a new connection granted
-    mediation with a registered key (`recipient_keys`), or `like`'s connection again."""
-    peer = Peer(base, med, "ws")
+async def live_peer(node: str | Reach, med: str, like: Recipient | None = None) -> Peer:
+    """A WebSocket recipient of `node` in live mode: a new connection granted mediation
+    with a registered key (`recipient_keys`), or `like`'s connection again."""
+    peer = Peer(node, med, "ws")
     await peer.connect()
     if like is None:
         await peer.exchange()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import calendar
 import contextlib
+import time
 from collections.abc import Callable
 
 import httpx
@@ -67,6 +69,14 @@ def parts(r: httpx.Response) -> list[multipart.Part]:
         headers = {k.lower(): v for k, v in r.headers.items()}
         return [multipart.Part(headers=headers, body=r.content)]
     return multipart.parse(r.content, boundary, max_parts=1000)
+
+
+def header_ms(part: multipart.Part, name: str) -> int:
+    """A time header of a received message (RFC 3339, ms: X-MQS-MESSAGE-VISIBLE-AT...) as
+    ms since the epoch."""
+    text = part.headers[name.lower()]
+    seconds = calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
+    return seconds * 1000 + int(text[20:23])
 
 
 async def receive(

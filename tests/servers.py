@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from mediator.embedded import EmbeddedServer, free_port
+from mediator.settings import env_name
 from tests.topologies import LocalCluster, SentinelSet
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -174,16 +175,21 @@ class MediatorProcess:
         return Path(self.log.name).read_text()
 
 
-# The DIDComm suites' node (conftest's dc_node): short delivery deadline and implicit-pickup
-# grace, so re-offers and drains happen within a test; plaintext allowed; quick push retries.
+# The DIDComm suites' node (conftest's dc_app in this process, dc_node as a process): short
+# delivery deadline and implicit-pickup grace, so re-offers and drains happen within a test;
+# plaintext allowed; quick push retries.
+DIDCOMM_SUITES: dict[str, float | bool] = {
+    "delivery_timeout_seconds": 2,
+    "implicit_pickup_delay_seconds": 0.3,
+    "worker_tick_seconds": 0.2,
+    "allow_plaintext": True,
+    "push_retry_min_seconds": 0.2,
+    "push_retry_max_seconds": 0.5,
+    "push_timeout_seconds": 2.0,
+}
 DIDCOMM_SUITES_ENV = {
-    "MEDIATOR_DELIVERY_TIMEOUT_SECONDS": "2",
-    "MEDIATOR_IMPLICIT_PICKUP_DELAY_SECONDS": "0.3",
-    "MEDIATOR_WORKER_TICK_SECONDS": "0.2",
-    "MEDIATOR_ALLOW_PLAINTEXT": "true",
-    "MEDIATOR_PUSH_RETRY_MIN_SECONDS": "0.2",
-    "MEDIATOR_PUSH_RETRY_MAX_SECONDS": "0.5",
-    "MEDIATOR_PUSH_TIMEOUT_SECONDS": "2",
+    env_name(name): str(value).lower() if isinstance(value, bool) else str(value)
+    for name, value in DIDCOMM_SUITES.items()
 }
 
 

@@ -15,6 +15,7 @@ import websockets
 
 from mediator.client import ClientError, Recipient, Sender
 from mediator.client.recipient import delivered
+from mediator.engine import keys
 from mediator.mediation.senders import REFRESH_SECONDS
 from mediator.ops.metrics import LIMITS
 from mediator.storage.clients import Backend
@@ -55,6 +56,29 @@ def strict(limited_redis: str) -> Iterator[Node]:
         MEDIATOR_TRUSTED_PROXIES="127.0.0.1/32",
         MEDIATOR_LIMIT_EXEMPT_NETWORKS="127.0.0.1/32",
     )
+
+
+def _forwards_window(connection: str) -> str:
+    """The key holding a recipient's forwards of the current second (take_budget in
+    _lib.lua: it expires with the window)."""
+    return keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").cfg + ":fr"
+
+
+async def _window_has_room(url: str, connection: str, budget: int) -> None:
+    """Until the recipient's forwards window takes one more (a new window, or room left)."""
+    backend = Backend(url)
+    await backend.start()
+    try:
+        window = _forwards_window(connection)
+        used = await eventually(
+            lambda: backend.client.get(window),
+            lambda n: n is None or int(n) < budget,
+            within=5,
+            interval=0.02,
+        )
+        assert used is None or int(used) < budget
+    finally:
+        await backend.aclose()
 
 
 async def _refusals(node: Node) -> dict[str, float]:
@@ -142,7 +166,9 @@ def test_the_client_address_is_the_nearest_untrusted_hop() -> None:
 
 
 @pytest.mark.full
-async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Node) -> None:
+async def test_a_flood_against_one_recipient_does_not_starve_another(
+    strict: Node, limited_redis: str
+) -> None:
     med = await mediator_key(strict.base)
     async with Peer(strict.base, med) as flooded, Peer(strict.base, med) as calm:
         target, other = await flooded.mediate(), await calm.mediate()
@@ -162,12 +188,12 @@ async def test_a_flood_against_one_recipient_does_not_starve_another(strict: Nod
         # messages are all there.
         assert (await forward(strict.base, med, other, {"calm": True})).status_code == 202
         assert (await flooded.status())["message_count"] == statuses.count(202)
-        await asyncio.sleep(1.1)
+        await _window_has_room(limited_redis, flooded.verkey, 5)  # the next second's window
         assert (await forward(strict.base, med, target, {"later": True})).status_code == 202
 
 
 @pytest.mark.full
-async def test_bytes_per_sender_are_limited(strict: Node) -> None:
+async def test_bytes_per_sender_are_limited(strict: Node, limited_redis: str) -> None:
     med = await mediator_key(strict.base)
     async with Peer(strict.base, med) as peer, httpx.AsyncClient(base_url=strict.base) as http:
         key = await peer.mediate()
@@ -176,8 +202,8 @@ async def test_bytes_per_sender_are_limited(strict: Node) -> None:
         before = await _refusals(strict)
         statuses = []
         for _ in range(20):
+            await _window_has_room(limited_redis, peer.verkey, 5)  # under the per-recipient rate
             statuses.append((await http.post("/", content=data, headers=headers)).status_code)
-            await asyncio.sleep(0.21)  # under the per-recipient rate
         # 2 MB a minute from one sender address: about a dozen 200 KB envelopes (sent
         # again and again: duplicates are accepted without being stored), then 429s.
         assert 6 <= statuses.count(202) <= 16
@@ -216,7 +242,7 @@ async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
     finally:
         for ws in held:
             await ws.close()
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.05)
     # Over 5 frames a second: one `rate-limited` answer; at four times that, closed.
     async with websockets.connect(url) as noisy:
         for _ in range(6):
@@ -242,9 +268,14 @@ async def test_websocket_frames_per_second_sockets_per_address_and_the_deadline(
 @pytest.mark.full
 async def test_an_honest_socket_is_not_closed_by_the_deadline(strict: Node) -> None:
     med = await mediator_key(strict.base)
+    url = strict.base.replace("http", "ws", 1)
     async with Peer(strict.base, med, "ws") as peer:  # DID Exchange over the socket
         await peer.mediate()
-        await asyncio.sleep(1.5)
+        # A socket opened after it that sends nothing is closed at its deadline (1 s): the
+        # honest socket's has passed too.
+        async with websockets.connect(url) as silent:
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(silent.recv(), 5)
         assert (await peer.status())["message_count"] == 0
 
 
@@ -297,8 +328,14 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
             targets = [await one.mediate(), await two.mediate()]
             sender = {**ENVELOPE, "x-forwarded-for": "203.0.113.60"}
 
-            async def post(i: int, base: str, headers: dict[str, str]) -> httpx.Response:
-                data = Sender(med).wrap(targets[i % 2], {"n": i, "pad": "x" * 6000})
+            sent: dict[int, bytes] = {}
+
+            async def post(
+                i: int, base: str, headers: dict[str, str], data: bytes | None = None
+            ) -> httpx.Response:
+                if data is None:
+                    data = Sender(med).wrap(targets[i % 2], {"n": i, "pad": "x" * 6000})
+                sent[i] = data
                 return await http.post(base + "/", content=data, headers=headers)
 
             accepted, refused = 0, None
@@ -315,9 +352,18 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
             assert refused.json()["code"] == "rate-limited"
             assert "queued here" in refused.json()["error"]
             assert 1 <= int(refused.headers["retry-after"]) <= 30
-            # Refused on the other node too (each reads the refusals once a second); another
-            # sender still gets through.
-            await asyncio.sleep(REFRESH_SECONDS + 0.1)
+            # Refused on both nodes, once each reads the refusals again (each node does
+            # once a second): until then, a node takes a copy of an envelope it queued
+            # (a duplicate: not stored again). Another sender still gets through. (That
+            # node a refuses too is also what makes the 202 below mean the sender went
+            # under: a node whose list predates the listing would accept it anyway.)
+            for i, node in enumerate((a, b)):
+                copy = await eventually(
+                    lambda i=i, base=node.base: post(i, base, sender, sent[i]),
+                    lambda r: r.status_code == 429,
+                    within=REFRESH_SECONDS + 5,
+                )
+                assert copy.status_code == 429, node.base
             assert (await post(100, b.base, sender)).status_code == 429
             other = {**ENVELOPE, "x-forwarded-for": "203.0.113.61"}
             assert (await post(101, a.base, other)).status_code == 202
@@ -328,7 +374,8 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
             assert value(scraped, "mediator_limit_refusals_total", limit="sender_queued_bytes")
             # Nothing accepted is lost: the recipients take every message.
             assert await _take_all(one) + await _take_all(two) == accepted + 1
-            # With its messages taken, the sender is accepted again.
+            # With its messages taken, the sender is accepted again: a settle unlists it
+            # about a second later, and node a reads the list a second after that.
             again = await eventually(
                 lambda: post(102, a.base, sender), lambda r: r.status_code == 202, within=15
             )

@@ -37,16 +37,16 @@ from mediator.didcomm.did_peer import numalgo2_did
 from mediator.engine import Engine, QueueConfig, QueueRef, ReceivedMessage, SendMessage, keys
 from mediator.engine.books import Totals, read_shards, recount
 from mediator.engine.engine import OUTBOX_GRACE_MS
-from mediator.engine.recipients import received_message
+from mediator.engine.replies import received_message
 from mediator.engine.scripts import Scripts
 from mediator.errors import LimitExceeded, MessageNotFound, QueueNotFound
 from mediator.mediation.senders import SenderBooks
 from mediator.mqs import multipart
-from mediator.settings import Settings
+from mediator.settings import LimitSettings, QueueSettings
 from mediator.storage.clients import Backend, RedisClient
 from mediator.storage.target import Mode
 from tests.didcomm_peer import Peer, mediator_key
-from tests.eventually import eventually
+from tests.eventually import eventually, redis_ms, until_redis_ms
 from tests.local_server import LocalServer
 from tests.mqs_client import create, parts, send
 from tests.servers import Node, RedisUnderTest
@@ -76,11 +76,6 @@ async def fresh(books_url: str) -> AsyncIterator[Backend]:
     yield backend
     await backend.client.flushdb()
     await backend.aclose()
-
-
-async def redis_ms(redis: RedisClient) -> int:
-    seconds, micros = await redis.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def shard(qualified: str) -> int:
@@ -187,7 +182,7 @@ class Queue:
     ref: QueueRef
     config: QueueConfig  # as it is now
     original: QueueConfig  # as the test first made it (a re-created queue gets it back)
-    min_ret: int  # the shortest retention it had (s): a purge needs at least that much age
+    min_ret: int  # the shortest retention it had (ms): a purge needs at least that much age
     lazy: bool = False  # DIDComm: created by its first send
 
     @property
@@ -203,25 +198,27 @@ class Queue:
         return QueueRef(self.ref.namespace, c.dead_letter_queue).qualified
 
 
-def cfg(ret: int, vt: int, **kw: int | str | None) -> QueueConfig:
-    return QueueConfig(retention_seconds=ret, visibility_timeout_seconds=vt, **kw)  # type: ignore[arg-type]
+def cfg(ret_ms: int, vt_ms: int, **kw: int | str | None) -> QueueConfig:
+    return QueueConfig(retention_ms=ret_ms, visibility_timeout_ms=vt_ms, **kw)  # type: ignore[arg-type]
 
 
+HOUR, HALF = 3_600_000, 500  # ms: a retention nothing reaches, a short timer
+LONGEST_SHORT = 2 * HALF  # the longest short retention (the "2 s" of whole-second timers)
 MQS_QUEUES = {
-    "plain": cfg(3600, 30),
-    "short": cfg(1, 30),  # everything expires within the test
-    "short2": cfg(2, 1),
-    "late": cfg(3600, 30, delay_seconds=1),
-    "late-short": cfg(2, 30, delay_seconds=1),  # some expire on their promotion
-    "dlq": cfg(2, 0),  # dead letters expire here (retention counts from the first enqueue)
-    "dlq-long": cfg(3600, 30),
-    "src": cfg(3600, 1, max_receives=2, dead_letter_queue="dlq"),
-    "src1": cfg(3600, 0, max_receives=1, dead_letter_queue="dlq-long", max_messages=30),
-    "src-late": cfg(3600, 0, delay_seconds=1, max_receives=2, dead_letter_queue="dlq-long"),
-    "capped": cfg(3600, 30, max_messages=12, max_bytes=900, max_message_bytes=110),
+    "plain": cfg(HOUR, 30_000),
+    "short": cfg(HALF, 30_000),  # everything expires within the test
+    "short2": cfg(LONGEST_SHORT, HALF),
+    "late": cfg(HOUR, 30_000, delay_ms=HALF),
+    "late-short": cfg(LONGEST_SHORT, 30_000, delay_ms=HALF),  # some expire on their promotion
+    "dlq": cfg(LONGEST_SHORT, 0),  # dead letters expire here (counted from the first enqueue)
+    "dlq-long": cfg(HOUR, 30_000),
+    "src": cfg(HOUR, HALF, max_receives=2, dead_letter_queue="dlq"),
+    "src1": cfg(HOUR, 0, max_receives=1, dead_letter_queue="dlq-long", max_messages=30),
+    "src-late": cfg(HOUR, 0, delay_ms=HALF, max_receives=2, dead_letter_queue="dlq-long"),
+    "capped": cfg(HOUR, 30_000, max_messages=12, max_bytes=900, max_message_bytes=110),
 }
 SOURCES = ("src", "src1", "src-late")
-DC_DEFAULTS = cfg(3600, 30, max_messages=25, max_bytes=2500)
+DC_DEFAULTS = cfg(HOUR, 30_000, max_messages=25, max_bytes=2500)
 DC_CREATED = ("d0", "d1")  # created up front; d2, d3 lazily by their first send
 DC_LAZY = ("d2", "d3")
 TAGS = ("k0", "k1", "k2")
@@ -273,7 +270,7 @@ class Mix:
     def add_queue(self, ref: QueueRef, config: QueueConfig, *, lazy: bool = False) -> Queue:
         known = self.known.get(ref.qualified)
         original = known.original if known else config
-        queue = Queue(ref, config, original, config.retention_seconds, lazy)
+        queue = Queue(ref, config, original, config.retention_ms, lazy)
         self.queues[ref.qualified] = self.known[ref.qualified] = queue
         return queue
 
@@ -347,9 +344,9 @@ class Mix:
                     continue
                 # Purged: only ever past the queue's retention, counted from the first enqueue.
                 age = now - msg.sent_ms
-                assert age >= queue.min_ret * 1000, (
+                assert age >= queue.min_ret, (
                     f"[{label}] {msg.mid} vanished from {q} {age} ms after it was sent, "
-                    f"retention {queue.min_ret} s"
+                    f"retention {queue.min_ret} ms"
                 )
                 self.count(q, "exp")
                 self.forget(msg.mid)
@@ -372,7 +369,7 @@ class Mix:
         """Every shard's changed senders copied into their counts (as the workers do): each
         count is what the model holds of that sender (stored, delayed or handed out), and
         every shard is left with nothing marked to copy."""
-        books = SenderBooks(self.redis, self.engine.scripts, Settings())
+        books = SenderBooks(self.redis, self.engine.scripts, LimitSettings(), QueueSettings())
         now = await redis_ms(self.redis)
         for s in range(keys.SHARDS):
             await books.settle(s, now)
@@ -402,7 +399,7 @@ class Mix:
             self.deadlines = [d for d in self.deadlines if d > now - 1000]
             if not close:
                 return
-            await asyncio.sleep((max(close) + 1000 - now + 25) / 1000)
+            await until_redis_ms(self.redis, max(close) + 1000 + 25)
 
     async def check(self, label: str) -> None:
         margin = 1500
@@ -599,9 +596,10 @@ class Mix:
         await self.settle_deadlines(1500)
         candidates = [q for q in self.queues.values() if self.in_queue(q.q)]
         queue = self.rng.choice(sorted(candidates, key=lambda q: q.q))
-        into = (await redis_ms(self.redis)) % 1000
-        if into not in range(50, 350):
-            await asyncio.sleep((1150 - into) % 1000 / 1000)  # 150 ms into the next second
+        now = await redis_ms(self.redis)
+        if now % 1000 not in range(50, 350):
+            at = now - now % 1000 + 150  # 150 ms into this second, or else the next
+            await until_redis_ms(self.redis, at if at > now else at + 1000)
         if queue.ref.namespace == DC:
             got = await self.engine.receive_filtered(queue.ref, 3, visibility_timeout_ms=500)
         else:
@@ -657,7 +655,7 @@ class Mix:
     ) -> None:
         """Queue Management's limits: a shorter retention applies at once, a count limit
         or will_queue false refuse sends."""
-        ret = retention or self.rng.choice((1, 2, 3600, 3600))
+        ret = retention or self.rng.choice((HALF, LONGEST_SHORT, HOUR, HOUR))
         if retention is None:
             count = self.rng.choice((None, 3, 25))
         if will is None:
@@ -667,12 +665,12 @@ class Mix:
             max_messages=count,
             max_bytes=None,
             max_message_bytes=None if retention else self.rng.choice((None, 100)),
-            retention_seconds=ret,
+            retention_ms=ret,
             will_queue=will,
         )
-        queue.config = replace(queue.config, retention_seconds=ret, max_messages=count)
+        queue.config = replace(queue.config, retention_ms=ret, max_messages=count)
         queue.min_ret = min(queue.min_ret, ret)
-        await self.done(f"set_limits {queue.q}: retention {ret}, count {count}, will_queue {will}")
+        await self.done(f"set_limits {queue.q}: retention {ret} ms, count {count}, will {will}")
 
     async def delete_queue(self, queue: Queue) -> None:
         """Delete a queue with what it holds (some handed out): those count as dropped; an
@@ -712,7 +710,7 @@ class Mix:
             if wanted == qualified and user.dead_letters != qualified:
                 await self.engine.update_queue(user.ref, user.original)
                 user.config = user.original
-                user.min_ret = min(user.min_ret, user.original.retention_seconds)
+                user.min_ret = min(user.min_ret, user.original.retention_ms)
                 await self.done(f"update {user.q}: dead letter queue {qualified} again")
         await self.done(f"create queue {qualified} again")
 
@@ -816,23 +814,24 @@ async def test_books_match_a_recount_and_the_ledger_after_a_random_mix(fresh: Ba
         await engine.create_queue(ref, DC_DEFAULTS)
         mix.add_queue(ref, DC_DEFAULTS)
     for name in DC_LAZY:
-        mix.known[f"{DC}:{name}"] = Queue(QueueRef(DC, name), DC_DEFAULTS, DC_DEFAULTS, 3600, True)
+        mix.known[f"{DC}:{name}"] = Queue(QueueRef(DC, name), DC_DEFAULTS, DC_DEFAULTS, HOUR, True)
     d0 = mix.queues[f"{DC}:d0"]  # a recipient whose messages expire (Queue Management)
     await engine.set_limits(
         d0.ref,
         max_messages=40,
         max_bytes=None,
         max_message_bytes=None,
-        retention_seconds=2,
+        retention_ms=LONGEST_SHORT,
         will_queue=True,
     )
-    d0.config = replace(d0.config, retention_seconds=2, max_messages=40, max_bytes=None)
-    d0.min_ret = 2
+    d0.config = replace(d0.config, retention_ms=LONGEST_SHORT, max_messages=40, max_bytes=None)
+    d0.min_ret = LONGEST_SHORT
     await mix.check("created")
 
-    # Phase 1: the mix, with deadlines and short retentions passing in between.
-    for pause in (0.0, 0.6, 1.1):
-        await asyncio.sleep(pause)
+    # Phase 1: the mix, with deadlines and short retentions passing in between (on the
+    # server's clock, which the timers run on).
+    for pause_ms in (0, 300, 550):
+        await until_redis_ms(redis, await redis_ms(redis) + pause_ms)
         await mix.run(70)
     await mix.fresh_deadline()
     await mix.reclaim_long(mix.queues[f"{DC}:d1"])
@@ -866,11 +865,11 @@ async def test_books_match_a_recount_and_the_ledger_after_a_random_mix(fresh: Ba
     await mix.run(40)
     fresh_one = QueueRef(DC, "d-unread")  # nothing of it ever read before it expires
     await mix.send(fresh_one, 2)
-    await mix.set_limits(mix.queues[fresh_one.qualified], retention=1, count=None, will=True)
+    await mix.set_limits(mix.queues[fresh_one.qualified], retention=HALF, count=None, will=True)
     recipients = sorted(q for q in mix.queues if q.startswith(f"{DC}:"))
     for q in recipients:  # not read before they expire (d0): purged as new entries
         await mix.send(mix.queues[q], 3)
-    await asyncio.sleep(2.1)
+    await until_redis_ms(redis, await redis_ms(redis) + LONGEST_SHORT + 100)
     for q in sorted(mix.queues):  # a live one behind what expired
         await mix.send(mix.queues[q], 1)
     for q in sorted(mix.queues):
@@ -970,6 +969,16 @@ class Traffic:
             await asyncio.sleep(0.01)
 
 
+async def _deadlines_out_of_their_seconds(redis: RedisClient, names: Iterable[str]) -> None:
+    """Until every in-flight deadline of these mqs queues is a second past: the books count
+    a deadline until the end of its second, a recount only until it."""
+    latest = 0
+    for name in names:
+        top = await redis.zrange(keys.queue_keys(f"mqs:{name}").inflight, -1, -1, withscores=True)
+        latest = max([latest, *(int(score) for _, score in top)])
+    await until_redis_ms(redis, latest + 1000 + 25)
+
+
 async def _outboxes_empty(redis: RedisClient) -> bool:
     for name in (*NODE_QUEUES, ABANDONED):
         outbox = await redis.hgetall(keys.queue_keys(f"mqs:{name}").outbox)
@@ -1034,7 +1043,7 @@ async def test_books_match_a_recount_after_a_node_is_killed_mid_traffic(
         # way any more: every script's state change is whole.
         worker_node.kill()
         plain_node.kill()
-    await asyncio.sleep(2.1)
+    await _deadlines_out_of_their_seconds(redis, [*NODE_QUEUES, ABANDONED])
     result = await compare_books(Engine(redis).scripts, redis)
     assert not result.diffs, (
         f"seed {SEED + 1}: the books drifted\n"
@@ -1107,7 +1116,8 @@ async def test_books_match_a_recount_after_an_unmediated_connection_expires(
         counted = (await recount(redis, [queue.shard]))[DC]
         assert books.values["q"] == books.values["n"] == 1
         assert not differences("before", books, counted, ("q", "n", "d", "b"))
-        await asyncio.sleep(2.5)  # the record, and with it the queue's config, expires
+        # The record, and with it the queue's config, expires.
+        assert not await eventually(lambda: redis.exists(queue.cfg), lambda n: not n, within=10)
         # The workers' audit drops a registry entry whose queue is gone (and its count).
         audited = await eventually(
             lambda: redis.sismember(queue.registry, wallet.verkey),  # type: ignore[arg-type,unused-ignore]
@@ -1118,7 +1128,11 @@ async def test_books_match_a_recount_after_an_unmediated_connection_expires(
     finally:
         node.kill()
         await endpoint.stop()
-    await asyncio.sleep(1.1)  # the last push's deadline leaves its bucket's second
+
+    async def in_flight() -> int:  # the last push's deadline leaves its bucket's second
+        return int((await read_shards(Engine(redis).scripts, [queue.shard]))[1][DC].values["fl"])
+
+    await eventually(in_flight, lambda n: n == 0, within=5)
     after = await compare_books(Engine(redis).scripts, redis)
     left = [k for k in (queue.cfg, queue.stream, queue.ids) if await redis.exists(k)]
     assert not after.diffs, (

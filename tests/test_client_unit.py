@@ -21,9 +21,13 @@ from mediator.client import (
     HttpTransport,
     Recipient,
     Sender,
+    WsConnection,
     WsTransport,
+    connect_websocket,
     delivered,
+    fetch_invitation,
     forward_envelope,
+    mediator_key,
     message,
     ws_url,
 )
@@ -457,3 +461,54 @@ async def test_ws_raw_sends_leave_their_answers_in_the_inbox(
         await r.ws.send(r.pack(message("trust_ping/1.0/ping")))
         second = await r.next_message()
     assert first["@type"] == second["@type"] == "https://didcomm.org/trust_ping/1.0/reply"
+
+
+# ------------------------------------------------------------- a pluggable network
+
+
+async def test_the_network_is_whatever_client_and_connector_are_given(
+    ws_mediator: tuple[str, FakeMediator, list[Script]],
+) -> None:
+    """HTTP through the httpx client given, WebSockets through the connector given (the
+    suites' app in process); the defaults, real sockets, stay for everyone else."""
+    base, mediator, scripts = ws_mediator
+    invitation = {
+        "invitation_url": "http://m.test/?oob=x",
+        "invitation": {"services": [{"recipientKeys": [mediator.keys.did_key]}]},
+    }
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        if request.method == "GET":
+            return httpx.Response(200, json=invitation)
+        msg = mediator.open(request.content)
+        sender = mediator.received[-1][1]
+        assert sender is not None
+        return httpx.Response(200, content=mediator.answer(msg, sender))
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    assert await mediator_key("http://m.test/", client=client) == mediator.keys.verkey_b58
+    assert (await fetch_invitation("http://m.test", client=client)) == invitation
+    async with Recipient("http://m.test", mediator.keys.verkey_b58, client=client) as r:
+        await r.ping()
+    assert asked == ["http://m.test/invitation"] * 2 + ["http://m.test/"]
+    assert not client.is_closed  # not the recipient's to close
+    await client.aclose()
+
+    opened: list[WsConnection] = []
+
+    async def connector(url: str) -> WsConnection:
+        assert url == ws_url(base)
+        opened.append(await connect_websocket(url))
+        return opened[-1]
+
+    async def hang_up(ws: ServerConnection, m: FakeMediator, msg: dict[str, Any], s: str) -> None:
+        await ws.close(code=1008)
+
+    scripts.append(hang_up)
+    async with Recipient(base, mediator.keys.verkey_b58, "ws", connector=connector) as r:
+        assert r.ws.connection is opened[0]
+        with pytest.raises(ClientError, match="closed"):
+            await r.ping()
+    assert opened[0].close_code == 1008

@@ -18,9 +18,24 @@ from tests.servers import Node
 
 pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
 
-# Node leases of 3 s, and idle live sockets re-reading their queue (and renewing their
-# holds, which then live 3 s) every second.
-FAST = {"MEDIATOR_PRESENCE_SECONDS": "3", "MEDIATOR_LIVE_RECHECK_SECONDS": "1"}
+# Node leases of 2 s, and idle live sockets re-reading their queue (and renewing their
+# holds, which then live three re-checks: 1.5 s) every half second.
+FAST = {"MEDIATOR_PRESENCE_SECONDS": "2", "MEDIATOR_LIVE_RECHECK_SECONDS": "0.5"}
+HOLD_MS = 1500
+
+
+def _server_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+async def _until_server_ms(r: redis.Redis, at_ms: int) -> None:
+    """Until the server's clock (the one leases and holds run on) reads `at_ms`."""
+    while True:
+        now = _server_ms(r)
+        if now >= at_ms:
+            return
+        await asyncio.sleep(min(0.05, (at_ms - now) / 1000))
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +96,10 @@ async def test_an_idle_socket_keeps_its_hold_and_gives_it_up_when_it_closes(
     presence = keys.connection_keys(peer.verkey).presence
     holder = r.get(presence)
     assert holder is not None
-    # Past the hold's own lifetime (3 s): the socket's re-checks (every second) renewed it,
-    # and its node's lease, which covers it, runs.
-    await asyncio.sleep(4)
-    assert r.get(presence) == holder and 0 < r.pttl(presence) <= 3000
+    # Past the hold's own lifetime (1.5 s): the socket's re-checks (every half second)
+    # renewed it, and its node's lease, which covers it, runs.
+    await _until_server_ms(r, _server_ms(r) + HOLD_MS + 200)
+    assert r.get(presence) == holder and 0 < r.pttl(presence) <= HOLD_MS
     node = holder.decode().split("/")[0]
     assert r.zscore(keys.nodes(), node) > r.time()[0] * 1000
     await peer.close()
@@ -109,7 +124,7 @@ async def test_a_lost_takeover_message_is_caught_by_the_next_receive(
     r = redis.Redis.from_url(redis_url)
     presence = keys.connection_keys(first.verkey).presence
     r.set(presence, "elsewhere/socket", px=60_000)  # a claim whose message was lost
-    await asyncio.sleep(1.5)  # one re-check of the first socket
+    await _until_server_ms(r, _server_ms(r) + 600)  # one re-check of the first socket
     await forward(b.base, med, key, {"n": "for the new holder"})
     assert await first.no_frame(2.0)  # the first socket delivers no more
     assert r.get(presence) == b"elsewhere/socket"  # and did not take the hold back
@@ -148,9 +163,8 @@ async def test_deliveries_of_a_killed_node_are_offered_at_once_on_reconnect(
         await second.ack(_ids(again))
         await second.close()
         # The dead node's lease, which covered its sockets' holds, runs out.
-        await asyncio.sleep(3)
-        seconds, micros = r.time()
-        assert r.zscore(keys.nodes(), "doomed") < seconds * 1000 + micros // 1000
+        await _until_server_ms(r, int(r.zscore(keys.nodes(), "doomed")) + 1)
+        assert r.zscore(keys.nodes(), "doomed") < _server_ms(r)
     finally:
         r.close()
         doomed.stop()

@@ -14,6 +14,8 @@ import httpx
 import pytest
 import redis
 
+from mediator.engine import keys
+from tests.eventually import eventually
 from tests.scrape import samples as _samples
 from tests.scrape import value as _value
 from tests.servers import MetricsWorker, Node, RedisUnderTest
@@ -30,7 +32,7 @@ def _scrape_until(url: str, check: Callable[[str], bool], within: float = 10) ->
         body = httpx.get(url, timeout=5).text
         if check(body) or time.monotonic() > deadline:
             return body
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def _worker(redis_url: str, health: Path) -> MetricsWorker:
@@ -164,11 +166,21 @@ async def test_a_draining_node_says_it_is_not_ready(db_url: str) -> None:
                     headers={"X-MQS-MAX-MESSAGES": "1", "X-MQS-WAIT-TIME": "3"},
                 )
             )
-            await asyncio.sleep(0.3)
+            storage = redis.Redis.from_url(db_url)  # the long poll waits: the node is marked
+            waiters = keys.queue_keys("mqs:held-open").waiters
+
+            async def marked() -> bool:
+                return bool(storage.exists(waiters))
+
+            assert await eventually(marked, bool, within=5, interval=0.02)
+            storage.close()
             assert node.proc is not None
             node.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
-            during = (await http.get("/metrics")).text
+
+            async def metrics() -> str:
+                return (await http.get("/metrics")).text
+
+            during = await eventually(metrics, lambda t: _value(t, "mediator_ready") == 0, within=3)
             assert _value(during, "mediator_ready") == 0
             assert (await held).status_code in (200, 204)
         await asyncio.to_thread(node.proc.wait, 15)

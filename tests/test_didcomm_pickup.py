@@ -1,4 +1,5 @@
-"""Mediation, forward and Pickup 2.0 end to end against a real node, over HTTP and WebSocket."""
+"""Mediation, forward and Pickup 2.0 end to end against the app in process (conftest's dc_app,
+and app_b as a second node on the same Redis), over HTTP and WebSocket."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ import asyncio
 import pytest
 
 from tests.didcomm_peer import Peer, attachments, forward, message
-from tests.servers import Node
+from tests.inprocess import AppNode
 
 pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
 
 
-async def test_grant_carries_endpoint_and_routing_key(peer: Peer, dc_node: Node, med: str) -> None:
+async def test_grant_carries_endpoint_and_routing_key(
+    peer: Peer, dc_app: AppNode, med: str
+) -> None:
     grant = await peer.send(message("coordinate-mediation/1.0/mediate-request"))
     assert grant is not None
     assert grant["@type"] == "https://didcomm.org/coordinate-mediation/1.0/mediate-grant"
-    assert grant["endpoint"] == dc_node.base
+    assert grant["endpoint"] == dc_app.base
     assert grant["routing_keys"][0].startswith("did:key:z6Mk")
 
 
@@ -47,10 +50,12 @@ async def test_keylist_update_and_query_with_paging(peer: Peer) -> None:
     assert listed == expected
 
 
-async def test_forward_status_delivery_and_acknowledge(peer: Peer, dc_node: Node, med: str) -> None:
+async def test_forward_status_delivery_and_acknowledge(
+    peer: Peer, dc_app: AppNode, med: str
+) -> None:
     key = await peer.mediate()
     for i in range(3):
-        answer = await forward(dc_node.base, med, key, {"n": i})
+        answer = await forward(dc_app, med, key, {"n": i})
         assert answer.status_code == 202
     status = await peer.status()
     assert status["@type"].endswith("messagepickup/2.0/status")
@@ -71,11 +76,11 @@ async def test_forward_status_delivery_and_acknowledge(peer: Peer, dc_node: Node
     assert empty["@type"].endswith("/status") and empty["message_count"] == 0
 
 
-async def test_unknown_recipient_is_refused_clearly(dc_node: Node, med: str) -> None:
+async def test_unknown_recipient_is_refused_clearly(dc_app: AppNode, med: str) -> None:
     from mediator.didcomm.keys import KeyPair
 
     started = asyncio.get_running_loop().time()
-    answer = await forward(dc_node.base, med, KeyPair.generate().verkey_b58, {"x": 1})
+    answer = await forward(dc_app, med, KeyPair.generate().verkey_b58, {"x": 1})
     assert answer.status_code == 404
     assert answer.json()["code"] == "unknown-recipient"
     # Refused only once the wait for a late keylist update is over (1 s by default).
@@ -83,13 +88,13 @@ async def test_unknown_recipient_is_refused_clearly(dc_node: Node, med: str) -> 
 
 
 async def test_a_forward_arriving_just_before_its_keylist_update_is_kept(
-    peer: Peer, dc_node: Node, med: str
+    peer: Peer, dc_app: AppNode, med: str
 ) -> None:
     """Agents hand out invitations before their keylist update reaches us (ACA-Py): a
     sender's forward that comes first waits for the key instead of being refused."""
     await peer.mediate()
     key = peer.add_key()  # the invitation's key, not registered yet
-    early = asyncio.create_task(forward(dc_node.base, med, key, {"early": True}))
+    early = asyncio.create_task(forward(dc_app, med, key, {"early": True}))
     await asyncio.sleep(0.3)
     assert not early.done()
     await peer.keylist_update(add=[peer.recipient_keys[key].did_key])
@@ -99,11 +104,11 @@ async def test_a_forward_arriving_just_before_its_keylist_update_is_kept(
 
 
 async def test_unacknowledged_delivery_is_offered_again_after_deadline(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med) as peer:
+    async with Peer(dc_app, med) as peer:
         key = await peer.mediate()
-        await forward(dc_node.base, med, key, {"once": True})
+        await forward(dc_app, med, key, {"once": True})
         first = attachments(await peer.deliver())
         assert (await peer.deliver())["@type"].endswith("/status")
         await asyncio.sleep(2.3)  # the node's delivery deadline is 2 s
@@ -111,10 +116,12 @@ async def test_unacknowledged_delivery_is_offered_again_after_deadline(
         assert [i for i, _ in second] == [i for i, _ in first]
 
 
-async def test_closing_the_socket_offers_deliveries_again_at_once(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+async def test_closing_the_socket_offers_deliveries_again_at_once(
+    dc_app: AppNode, med: str
+) -> None:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
-        await forward(dc_node.base, med, key, {"m": 1})
+        await forward(dc_app, med, key, {"m": 1})
         delivered = attachments(await peer.deliver())
         await peer.disconnect()
         await asyncio.sleep(0.2)
@@ -123,11 +130,13 @@ async def test_closing_the_socket_offers_deliveries_again_at_once(dc_node: Node,
         assert [i for i, _ in again] == [i for i, _ in delivered]
 
 
-async def test_nobody_reads_or_deletes_another_recipients_messages(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med) as alice, Peer(dc_node.base, med) as mallory:
+async def test_nobody_reads_or_deletes_another_recipients_messages(
+    dc_app: AppNode, med: str
+) -> None:
+    async with Peer(dc_app, med) as alice, Peer(dc_app, med) as mallory:
         key = await alice.mediate()
         await mallory.mediate()
-        await forward(dc_node.base, med, key, {"secret": 1})
+        await forward(dc_app, med, key, {"secret": 1})
         ids = [i for i, _ in attachments(await alice.deliver())]
         # Mallory can neither see, nor delete, nor claim Alice's key or messages.
         assert (await mallory.status())["message_count"] == 0
@@ -147,13 +156,13 @@ async def test_nobody_reads_or_deletes_another_recipients_messages(dc_node: Node
 
 
 async def test_recipient_key_filters_status_and_delivery(
-    peer: Peer, dc_node: Node, med: str
+    peer: Peer, dc_app: AppNode, med: str
 ) -> None:
     one = await peer.mediate()
     two = await peer.register_key()
-    await forward(dc_node.base, med, one, {"to": "one"})
-    await forward(dc_node.base, med, two, {"to": "two"})
-    await forward(dc_node.base, med, one, {"to": "one"})
+    await forward(dc_app, med, one, {"to": "one"})
+    await forward(dc_app, med, two, {"to": "two"})
+    await forward(dc_app, med, one, {"to": "one"})
     status = await peer.status(recipient_key=two)
     assert status["message_count"] == 1 and status["recipient_key"] == two
     delivery = await peer.deliver(recipient_key=two)
@@ -163,10 +172,10 @@ async def test_recipient_key_filters_status_and_delivery(
     assert [peer.open(b)["to"] for _, b in attachments(rest)] == ["one", "one"]
 
 
-async def test_message_for_two_recipients_is_queued_for_each(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med) as a, Peer(dc_node.base, med) as b:
+async def test_message_for_two_recipients_is_queued_for_each(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med) as a, Peer(dc_app, med) as b:
         key_a, key_b = await a.mediate(), await b.mediate()
-        answer = await forward(dc_node.base, med, key_a, {"both": True}, extra_kids=(key_b,))
+        answer = await forward(dc_app, med, key_a, {"both": True}, extra_kids=(key_b,))
         assert answer.status_code == 202
         got_a = attachments(await a.deliver())
         await a.ack([i for i, _ in got_a])
@@ -176,17 +185,17 @@ async def test_message_for_two_recipients_is_queued_for_each(dc_node: Node, med:
 
 
 async def test_live_mode_delivers_new_messages_only_and_waits_for_ack(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
-        await forward(dc_node.base, med, key, {"backlog": True})
+        await forward(dc_app, med, key, {"backlog": True})
         status = await peer.send(
             message("messagepickup/2.0/live-delivery-change", live_delivery=True)
         )
         assert status is not None and status["live_delivery"] is True
         assert status["message_count"] == 1
-        await forward(dc_node.base, med, key, {"live": 1})
+        await forward(dc_app, med, key, {"live": 1})
         live = await peer.next_message()
         assert live["@type"] == "https://didcomm.org/messagepickup/2.0/delivery"
         assert [peer.open(b) for _, b in attachments(live)] == [{"live": 1}]
@@ -198,8 +207,8 @@ async def test_live_mode_delivers_new_messages_only_and_waits_for_ack(
         assert final["message_count"] == 0 and final["live_delivery"] is True
 
 
-async def test_live_mode_over_http_gets_the_specs_problem_report(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med) as peer:
+async def test_live_mode_over_http_gets_the_specs_problem_report(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med) as peer:
         await peer.mediate()
         change = message("messagepickup/2.0/live-delivery-change", live_delivery=True)
         report = await peer.send(change)
@@ -210,12 +219,12 @@ async def test_live_mode_over_http_gets_the_specs_problem_report(dc_node: Node, 
 
 
 async def test_live_delivery_is_offered_again_when_not_acknowledged(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
         await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=True))
-        await forward(dc_node.base, med, key, {"needs": "ack"})
+        await forward(dc_app, med, key, {"needs": "ack"})
         first = attachments(await peer.next_message())
         again = attachments(await peer.next_message(wait=5))  # the deadline is 2 s
         assert [i for i, _ in again] == [i for i, _ in first]
@@ -223,20 +232,20 @@ async def test_live_delivery_is_offered_again_when_not_acknowledged(
         assert await peer.no_frame(2.5)
 
 
-async def test_live_delivery_wakes_across_nodes(dc_node: Node, node_b: Node, med: str) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+async def test_live_delivery_wakes_across_nodes(dc_app: AppNode, app_b: AppNode, med: str) -> None:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
         await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=True))
-        answer = await forward(node_b.base, med, key, {"via": "b"})
+        answer = await forward(app_b, med, key, {"via": "b"})
         assert answer.status_code == 202
         live = await peer.next_message()
         assert [peer.open(b) for _, b in attachments(live)] == [{"via": "b"}]
 
 
 async def test_replies_without_a_return_route_are_queued_for_the_connection(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med) as peer:
+    async with Peer(dc_app, med) as peer:
         await peer.mediate()
         query = message("coordinate-mediation/1.0/keylist-query", route=None)
         assert await peer.send(query) is None  # HTTP 202: nothing comes back
@@ -248,30 +257,30 @@ async def test_replies_without_a_return_route_are_queued_for_the_connection(
 
 
 async def test_a_removed_key_stops_routing_on_every_node_at_once(
-    dc_node: Node, node_b: Node, med: str
+    dc_app: AppNode, app_b: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med) as peer:
+    async with Peer(dc_app, med) as peer:
         key = await peer.mediate()
-        for base in (dc_node.base, node_b.base):  # both nodes now know the route
-            assert (await forward(base, med, key, {"before": True})).status_code == 202
+        for node in (dc_app, app_b):  # both nodes now know the route
+            assert (await forward(node, med, key, {"before": True})).status_code == 202
         removed = await peer.keylist_update(remove=[key])
         assert removed["updated"][0]["result"] == "success"
         await asyncio.sleep(0.2)  # the removal's pub/sub message reaches node b
-        for base in (dc_node.base, node_b.base):
-            answer = await forward(base, med, key, {"after": True})
-            assert answer.status_code == 404, base
+        for node in (dc_app, app_b):
+            answer = await forward(node, med, key, {"after": True})
+            assert answer.status_code == 404, node.base
         assert (await peer.status())["message_count"] == 2
 
 
 async def test_a_message_arriving_between_the_pickup_round_and_live_mode_is_delivered_live(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
     """Credo's order: status (count 0), then live-delivery-change. What arrives in between
     would otherwise wait for a delivery-request that a live wallet never sends."""
-    async with Peer(dc_node.base, med, "ws") as peer:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
         assert (await peer.status())["message_count"] == 0  # the pickup round ends here
-        await forward(dc_node.base, med, key, {"between": True})
+        await forward(dc_app, med, key, {"between": True})
         status = await peer.send(
             message("messagepickup/2.0/live-delivery-change", live_delivery=True)
         )
@@ -282,14 +291,14 @@ async def test_a_message_arriving_between_the_pickup_round_and_live_mode_is_deli
 
 
 async def test_one_envelope_forwarded_once_per_recipient_key_is_stored_once_per_connection(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
     """A sender whose service lists two of our recipients' keys forwards one envelope per
     key: each connection gets the ciphertext once, and the answers say so."""
     from mediator.client import Sender
     from mediator.client.sender import forward_envelope
 
-    async with Peer(dc_node.base, med) as alice, Peer(dc_node.base, med) as bob:
+    async with Peer(dc_app, med) as alice, Peer(dc_app, med) as bob:
         a, b = await alice.mediate(), await bob.mediate()
         sender = Sender(med)
         inner = sender.pack({"@id": "one", "hello": "both"}, [a, b])

@@ -1,5 +1,6 @@
 """Pickup 1.0, implicit pickup, Queue Management 1.0, limits, threading, bad input, and the
-invitation, end to end against a real node."""
+invitation, end to end against the app in process (conftest's dc_app); what needs a real
+server (the CLI reaching it, uvicorn's WebSocket compression) against dc_node."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ import pytest
 from mediator.didcomm import envelope
 from tests.didcomm_peer import ENVELOPE, Peer, forward, mediator_key, message
 from tests.eventually import eventually
+from tests.inprocess import AppNode
 from tests.servers import Node
 
 
-async def test_pickup_v1_batch_removes_what_it_carried(peer: Peer, dc_node: Node, med: str) -> None:
+async def test_pickup_v1_batch_removes_what_it_carried(
+    peer: Peer, dc_app: AppNode, med: str
+) -> None:
     key = await peer.mediate()
     for i in range(3):
-        await forward(dc_node.base, med, key, {"n": i})
+        await forward(dc_app, med, key, {"n": i})
     status = await peer.send(message("messagepickup/1.0/status-request"))
     assert status is not None and status["message_count"] == 3
     batch = await peer.send(message("messagepickup/1.0/batch-pickup", batch_size=2))
@@ -37,27 +41,27 @@ async def test_pickup_v1_batch_removes_what_it_carried(peer: Peer, dc_node: Node
     assert await eventually(count, lambda n: n == 1, within=5) == 1
 
 
-async def test_implicit_pickup_over_websocket_drains_and_follows(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+async def test_implicit_pickup_over_websocket_drains_and_follows(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
-        await forward(dc_node.base, med, key, {"queued": 1})
+        await forward(dc_app, med, key, {"queued": 1})
         ping = message("trust_ping/1.0/ping", response_requested=False)
         await peer.send_raw(ping)
         assert peer.open(await peer.next_frame()) == {"queued": 1}
-        await forward(dc_node.base, med, key, {"queued": 2})
+        await forward(dc_app, med, key, {"queued": 2})
         assert peer.open(await peer.next_frame()) == {"queued": 2}
-    async with Peer(dc_node.base, med) as check:
+    async with Peer(dc_app, med) as check:
         check.keys = peer.keys
         assert (await check.status())["message_count"] == 0
 
 
 async def test_implicit_pickup_over_http_returns_one_message_per_response(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med) as peer:
+    async with Peer(dc_app, med) as peer:
         key = await peer.mediate()
         for i in range(2):
-            await forward(dc_node.base, med, key, {"n": i})
+            await forward(dc_app, med, key, {"n": i})
         seen = []
         for _ in range(2):
             response = await peer.post(peer.pack(message("noop/1.0/noop")))
@@ -67,18 +71,18 @@ async def test_implicit_pickup_over_http_returns_one_message_per_response(
         assert (await peer.post(peer.pack(message("noop/1.0/noop")))).status_code == 202
 
 
-async def test_a_pickup_2_connection_is_never_drained_implicitly(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+async def test_a_pickup_2_connection_is_never_drained_implicitly(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
         await peer.status()
-        await forward(dc_node.base, med, key, {"kept": True})
+        await forward(dc_app, med, key, {"kept": True})
         await peer.send_raw(message("trust_ping/1.0/ping", response_requested=False))
         assert await peer.no_frame(0.8)
         assert (await peer.status())["message_count"] == 1
 
 
 async def test_queue_management_status_update_and_fetch(
-    peer: Peer, dc_node: Node, med: str
+    peer: Peer, dc_app: AppNode, med: str
 ) -> None:
     key = await peer.mediate()
     status = await peer.send(message("queue/1.0/status-request"))
@@ -100,8 +104,8 @@ async def test_queue_management_status_update_and_fetch(
     assert updated["status"]["size_limit"] == 1024 * 1024 * 1024  # held to the operator maximum
     assert updated["status"]["duration_limit"] == 90 * 86400
     for i in range(2):
-        assert (await forward(dc_node.base, med, key, {"n": i})).status_code == 202
-    refused = await forward(dc_node.base, med, key, {"n": 2})
+        assert (await forward(dc_app, med, key, {"n": i})).status_code == 202
+    refused = await forward(dc_app, med, key, {"n": 2})
     assert refused.status_code == 507 and refused.json()["code"] == "queue-count"
     batch = await peer.send(message("queue/1.0/fetch-request", message_count_limit=5))
     assert batch is not None and batch["message_count"] == 2
@@ -117,26 +121,26 @@ async def test_queue_management_status_update_and_fetch(
 
 
 async def test_will_queue_false_and_message_size_limit_refuse_forwards(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with Peer(dc_node.base, med) as peer:
+    async with Peer(dc_app, med) as peer:
         key = await peer.mediate()
         await peer.send(
             message("queue/1.0/status-update-request", update={"message_size_limit": 300})
         )
-        big = await forward(dc_node.base, med, key, {"pad": "x" * 400})
+        big = await forward(dc_app, med, key, {"pad": "x" * 400})
         assert big.status_code == 413
         await peer.send(message("queue/1.0/status-update-request", update={"will_queue": False}))
-        closed = await forward(dc_node.base, med, key, {"small": 1})
+        closed = await forward(dc_app, med, key, {"small": 1})
         assert closed.status_code == 403
         assert (await peer.status())["message_count"] == 0
 
 
-async def test_duration_limit_expires_messages(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med) as peer:
+async def test_duration_limit_expires_messages(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med) as peer:
         key = await peer.mediate()
         await peer.send(message("queue/1.0/status-update-request", update={"duration_limit": 1}))
-        await forward(dc_node.base, med, key, {"old": True})
+        await forward(dc_app, med, key, {"old": True})
 
         async def count() -> int:
             s = await peer.send(message("queue/1.0/status-request"))
@@ -217,9 +221,9 @@ async def _ws_send(peer: Peer, msg: dict[str, object]) -> dict[str, object]:
 
 
 async def test_unreadable_input_gets_a_json_error_and_loses_nothing(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+    async with dc_app.client() as client:
         for body in (b"garbage", b'{"protected": "!!"}', b"[]"):
             answer = await client.post("/", content=body, headers=ENVELOPE)
             assert answer.status_code == 400 and "error" in answer.json()
@@ -227,20 +231,20 @@ async def test_unreadable_input_gets_a_json_error_and_loses_nothing(
         assert wrong_type.status_code == 415 and wrong_type.json()["code"]
         wrong_method = await client.get("/")
         assert wrong_method.status_code == 405 and "error" in wrong_method.json()
-    async with Peer(dc_node.base, med, "ws") as peer:
+    async with Peer(dc_app, med, "ws") as peer:
         await peer.ws.send(b"garbage")
         error = json.loads(await peer.next_frame())
         assert error["code"] == "invalid-json"
         key = await peer.mediate()
-        await forward(dc_node.base, med, key, {"kept": True})
+        await forward(dc_app, med, key, {"kept": True})
         assert (await peer.status())["message_count"] == 1
         # Pickup needs authcrypt: anoncrypted, it is refused without touching the queue.
         await peer.send_raw(message("messagepickup/2.0/status-request"), anon=True)
         assert json.loads(await peer.next_frame())["code"] == "authcrypt-required"
 
 
-async def test_plaintext_forward_when_allowed(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med) as peer:
+async def test_plaintext_forward_when_allowed(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med) as peer:
         key = await peer.mediate()
         inner = envelope.pack(b'{"plain": true}', [key], peer.keys)
         fwd = {"@type": "https://didcomm.org/routing/1.0/forward", "@id": "plain-fwd-01",
@@ -252,14 +256,21 @@ async def test_plaintext_forward_when_allowed(dc_node: Node, med: str) -> None:
         assert (await peer.status())["message_count"] == 1
 
 
-async def test_invitation_endpoint_and_cli(dc_node: Node) -> None:
-    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+async def test_invitation_endpoint(dc_app: AppNode) -> None:
+    async with dc_app.client() as client:
         data = (await client.get("/invitation")).json()
     oob = data["invitation"]
     assert oob["@type"] == "https://didcomm.org/out-of-band/1.1/invitation"
     assert len(oob["services"]) == 1
-    assert oob["services"][0]["serviceEndpoint"] == dc_node.base
-    assert data["invitation_url"].startswith(dc_node.base + "?oob=")
+    assert oob["services"][0]["serviceEndpoint"] == dc_app.base
+    assert data["invitation_url"].startswith(dc_app.base + "?oob=")
+
+
+async def test_invitation_cli_prints_the_nodes_invitation_url(dc_node: Node) -> None:
+    """`mediator invitation` asks the node at --endpoint over the network: a real server."""
+    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+        data = (await client.get("/invitation")).json()
+    assert data["invitation"]["services"][0]["serviceEndpoint"] == dc_node.base
     printed = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "mediator", "invitation", "--endpoint", dc_node.base],
@@ -272,40 +283,38 @@ async def test_invitation_endpoint_and_cli(dc_node: Node) -> None:
 
 
 async def test_oversized_envelopes_are_refused_and_the_socket_lives(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
     too_big = b"{" + b" " * (2 * 1024 * 1024 + 10) + b"}"
-    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+    async with dc_app.client() as client:
         answer = await client.post("/", content=too_big, headers=ENVELOPE)
         assert answer.status_code == 413 and answer.json()["code"] == "too-large"
-    async with Peer(dc_node.base, med, "ws") as peer:
+    async with Peer(dc_app, med, "ws") as peer:
         await peer.ws.send(too_big)
         assert json.loads(await peer.next_frame())["code"] == "too-large"
         await peer.mediate()
         assert (await peer.status())["message_count"] == 0
 
 
-async def test_metrics_count_didcomm_messages(dc_node: Node, med: str) -> None:
-    async with Peer(dc_node.base, med, "ws") as peer:
+async def test_metrics_count_didcomm_messages(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
-        await forward(dc_node.base, med, key, {"m": 1})
+        await forward(dc_app, med, key, {"m": 1})
         text = (await peer.web.get("/metrics")).text
     assert 'mediator_didcomm_messages_total{outcome="ok",type="routing/1/forward"}' in text
     assert "mediator_websockets 1.0" in text
 
 
-@pytest.mark.full
 async def test_restricted_mediation_denies_unlisted_connections(redis_url: str) -> None:
     from mediator.didcomm.keys import KeyPair
 
     listed = KeyPair.generate()
-    node = Node(
-        redis_url, MEDIATOR_MEDIATION_OPEN="false", MEDIATOR_MEDIATION_ALLOWLIST=listed.did_key
-    )
-    await asyncio.to_thread(node.start)
+    node = await AppNode(
+        redis_url, "restricted", mediation_open=False, mediation_allowlist=listed.did_key
+    ).start()
     try:
-        med = await mediator_key(node.base)
-        async with Peer(node.base, med) as stranger, Peer(node.base, med) as member:
+        med = await mediator_key(node)
+        async with Peer(node, med) as stranger, Peer(node, med) as member:
             member.keys = listed
             await member.exchange()
             deny = await stranger.send(message("coordinate-mediation/1.0/mediate-request"))
@@ -320,15 +329,15 @@ async def test_restricted_mediation_denies_unlisted_connections(redis_url: str) 
             assert refused["description"]["code"] == "mediation-not-granted"
             await member.mediate()
     finally:
-        node.stop()
+        await node.stop()
 
 
-async def test_deeply_nested_json_is_refused_not_crashed(dc_node: Node, med: str) -> None:
-    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+async def test_deeply_nested_json_is_refused_not_crashed(dc_app: AppNode, med: str) -> None:
+    async with dc_app.client() as client:
         nested = b"[" * 100_000 + b"]" * 100_000
         answer = await client.post("/", content=nested, headers=ENVELOPE)
         assert answer.status_code == 400 and answer.json()["code"] == "invalid-json"
-    async with Peer(dc_node.base, med) as peer:
+    async with Peer(dc_app, med) as peer:
         await peer.mediate()
         deep: dict[str, object] = {}
         node = deep
@@ -374,6 +383,7 @@ def test_disclosed_protocols_are_exactly_the_implemented_ones() -> None:
 
 
 async def test_websockets_decline_compression_by_default(dc_node: Node) -> None:
+    """Compression is negotiated by uvicorn (`mediator serve`): a real server."""
     import websockets
 
     async with websockets.connect("ws" + dc_node.base[4:] + "/") as ws:

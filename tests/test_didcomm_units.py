@@ -94,7 +94,7 @@ def test_deep_json_is_refused() -> None:
 
 
 def test_limit_updates_are_held_within_operator_maxima() -> None:
-    settings = Settings(queue_message_count_max=100, queue_size_max=0)
+    settings = Settings.of(queue_message_count_max=100, queue_size_max=0).queue
     limits = QueueLimits.defaults(settings)
     updated = limits.updated(
         {"message_count_limit": 0, "size_limit": 0, "duration_limit": 5, "will_queue": False},

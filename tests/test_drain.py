@@ -10,9 +10,12 @@ import time
 import httpx
 import pytest
 import websockets
+from redis.asyncio import Redis
 
 from mediator.client import attachments
+from mediator.engine import keys
 from tests.didcomm_peer import LIVE, Peer, forward, mediator_key
+from tests.eventually import eventually
 from tests.servers import Node
 
 
@@ -47,12 +50,18 @@ async def test_sigterm_drains_sockets_and_requests_then_exits(
                     headers={"X-MQS-MAX-MESSAGES": "1", "X-MQS-WAIT-TIME": "4"},
                 )
             )
-            await asyncio.sleep(0.3)
+            storage = Redis.from_url(redis_url)
+            try:  # the long poll waits: the node is marked as waiting on the queue
+                waiters = keys.queue_keys(f"mqs:{qname}").waiters
+                assert await eventually(lambda: storage.exists(waiters), bool, within=5)
+            finally:
+                await storage.aclose()
             assert node.proc is not None
             started = time.monotonic()
             node.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
-            ready = await client.get("/readyz")
+            ready = await eventually(
+                lambda: client.get("/readyz"), lambda r: r.status_code == 503, within=5
+            )
             assert ready.status_code == 503 and ready.json()["status"] == "draining"
             late = await websockets.connect("ws" + node.base[4:] + "/")  # refused politely
             await late.wait_closed()
@@ -84,7 +93,7 @@ async def test_sigterm_drains_sockets_and_requests_then_exits(
 async def test_idle_sockets_close_and_old_ones_are_asked_to_reconnect(redis_url: str) -> None:
     node = Node(
         redis_url,
-        MEDIATOR_WEBSOCKET_IDLE_SECONDS="1",
+        MEDIATOR_WEBSOCKET_IDLE_SECONDS="0.5",
         MEDIATOR_WEBSOCKET_MAX_AGE_SECONDS="3",
         MEDIATOR_IN_PROCESS_WORKER="false",
     )
@@ -93,14 +102,17 @@ async def test_idle_sockets_close_and_old_ones_are_asked_to_reconnect(redis_url:
         url = "ws" + node.base[4:] + "/"
         idle = await websockets.connect(url)
         await asyncio.wait_for(idle.wait_closed(), 5)
-        assert idle.close_code == 1000  # idle: closed after about a second
+        assert idle.close_code == 1000  # idle: closed after half a second
         med = await mediator_key(node.base)
         peer = Peer(node.base, med, "ws")
         await peer.connect()
         await peer.exchange()
         await peer.mediate()
         assert (await peer.send(LIVE)) is not None  # live: silence is normal, kept open
-        await asyncio.sleep(1.5)
+        # A socket opened after it, silent as long, is closed for idling: the live one not.
+        probe = await websockets.connect(url)
+        await asyncio.wait_for(probe.wait_closed(), 5)
+        assert probe.close_code == 1000
         assert peer.ws.connected and not peer.ws._closed.is_set()
         await asyncio.wait_for(peer.ws._closed.wait(), 5)  # the maximum age (3 s) is up
         await peer.close()

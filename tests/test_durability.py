@@ -16,6 +16,7 @@ import pytest
 from mediator.client import attachments
 from mediator.embedded import EmbeddedServer, default_binary
 from tests.didcomm_peer import Peer, forward, mediator_key
+from tests.eventually import eventually
 from tests.mqs_client import create, parts, receive_all_ids, send_until
 from tests.servers import Node, start_binary_server
 from tests.topologies import ServerProcess, replicas_online
@@ -28,6 +29,15 @@ def own_redis(tmp_path: Path) -> Iterator[EmbeddedServer]:
     server = start_binary_server(tmp_path / "data")
     yield server
     server.stop()
+
+
+async def grown_to(accepted: set[str] | set[int], n: int) -> None:
+    """Until `n` sends were accepted (the traffic flows; after a restart: again)."""
+
+    async def count() -> int:
+        return len(accepted)
+
+    assert await eventually(count, lambda k: k >= n, within=30, interval=0.02) >= n
 
 
 def restart(server: EmbeddedServer, *, crash: bool) -> None:
@@ -58,9 +68,9 @@ async def _send_through_restart(
                 asyncio.create_task(send_until(http, "durable", stop, accepted.update, str(i)))
                 for i in range(4)
             ]
-            await asyncio.sleep(0.7)
+            await grown_to(accepted, 60)
             await asyncio.to_thread(restart, server, crash=crash)
-            await asyncio.sleep(0.7)
+            await grown_to(accepted, len(accepted) + 60)  # accepted again after the restart
             stop.set()
             await asyncio.gather(*senders)
             received = await receive_all_ids(http, "durable")
@@ -109,9 +119,9 @@ async def test_a_redis_crash_with_fsync_always_loses_no_accepted_forward(
                             await asyncio.sleep(0.01)
 
             senders = [asyncio.create_task(sender()) for _ in range(3)]
-            await asyncio.sleep(1.0)
+            await grown_to(accepted, 20)
             await asyncio.to_thread(restart, own_redis, crash=True)
-            await asyncio.sleep(1.0)
+            await grown_to(accepted, len(accepted) + 20)  # accepted again after the restart
             stop.set()
             await asyncio.gather(*senders)
             received: set[int] = set()

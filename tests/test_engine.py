@@ -17,6 +17,7 @@ from mediator.errors import (
     QueueInUse,
     QueueNotFound,
 )
+from tests.eventually import redis_ms, until_redis_ms
 
 pytestmark = pytest.mark.engine
 
@@ -24,7 +25,7 @@ NS = "mqs"
 
 
 def cfg(**kw: int | str | None) -> QueueConfig:
-    base: dict = {"retention_seconds": 3600, "visibility_timeout_seconds": 30}
+    base: dict = {"retention_ms": 3_600_000, "visibility_timeout_ms": 30_000}
     base.update(kw)
     return QueueConfig(**base)
 
@@ -81,25 +82,25 @@ async def test_message_comes_back_after_visibility_timeout_with_more_receives(
     engine: Engine, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(visibility_timeout_seconds=1))
+    await engine.create_queue(ref, cfg(visibility_timeout_ms=250))
     (mid,) = (await engine.send(ref, [msg(b"a")])).message_ids
     first = await engine.receive(ref, 1)
     assert first.messages[0].receives == 1
     empty = await engine.receive(ref, 1)
     assert empty.messages == []
     assert empty.next_due_ms == first.messages[0].visible_at_ms
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, first.messages[0].visible_at_ms)
     again = await engine.receive(ref, 1)
     assert [(m.message_id, m.receives) for m in again.messages] == [(mid, 2)]
 
 
 async def test_lowering_visibility_timeout_keeps_hidden_messages_hidden(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(visibility_timeout_seconds=30))
+    await engine.create_queue(ref, cfg(visibility_timeout_ms=30_000))
     await engine.send(ref, [msg(b"a")])
     assert len((await engine.receive(ref, 1)).messages) == 1
-    await engine.update_queue(ref, cfg(visibility_timeout_seconds=0))
-    await asyncio.sleep(0.2)
+    await engine.update_queue(ref, cfg(visibility_timeout_ms=0))
+    await asyncio.sleep(0.05)
     assert (await engine.receive(ref, 1)).messages == []
     # New receives use the new timeout: visible again at once.
     await engine.send(ref, [msg(b"b")])
@@ -109,42 +110,44 @@ async def test_lowering_visibility_timeout_keeps_hidden_messages_hidden(engine: 
 
 async def test_delayed_message_is_invisible_until_due(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=1))
+    await engine.create_queue(ref, cfg(delay_ms=200))
     sent = await engine.send(ref, [msg(b"later")])
     assert sent.delayed == 1
     early = await engine.receive(ref, 1)
     assert early.messages == [] and early.next_due_ms is not None
-    assert 900 <= early.next_due_ms - early.now_ms <= 1000
+    assert 100 <= early.next_due_ms - early.now_ms <= 200
     stats = await engine.stats(ref)
     assert (stats.delayed, stats.visible) == (1, 0)
-    await asyncio.sleep(1.05)
+    await until_redis_ms(engine.redis, early.next_due_ms)
     assert [m.body for m in (await engine.receive(ref, 1)).messages] == [b"later"]
 
 
 async def test_delayed_message_can_be_deleted_before_due(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=1))
+    await engine.create_queue(ref, cfg(delay_ms=50))
     (mid,) = (await engine.send(ref, [msg(b"x")])).message_ids
+    due_by = await redis_ms(engine.redis) + 50
     await engine.delete_message(NS, mid)
-    await asyncio.sleep(1.05)
+    await until_redis_ms(engine.redis, due_by)
     assert (await engine.receive(ref, 1)).messages == []
     assert (await engine.stats(ref)).bytes == 0
 
 
 async def test_max_receives_moves_to_dead_letter_queue_on_last_receive(engine: Engine, qname: str):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
-    await engine.create_queue(dlq, cfg(visibility_timeout_seconds=0))
+    await engine.create_queue(dlq, cfg(visibility_timeout_ms=0))
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=1, max_receives=2, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=250, max_receives=2, dead_letter_queue=dlq.name)
     )
     (mid,) = (await engine.send(src, [msg(b"poison")])).message_ids
-    assert (await engine.receive(src, 1)).messages[0].receives == 1
-    await asyncio.sleep(1.05)
+    (first,) = (await engine.receive(src, 1)).messages
+    assert first.receives == 1
+    await until_redis_ms(engine.redis, first.visible_at_ms)
     last = (await engine.receive(src, 1)).messages
     assert [(m.message_id, m.receives) for m in last] == [(mid, 2)]
     # Not in the dead letter queue until its last visibility timeout ends.
     assert (await engine.receive(dlq, 1)).messages == []
-    await asyncio.sleep(1.05)
+    await until_redis_ms(engine.redis, last[0].visible_at_ms)
     assert (await engine.receive(src, 10)).messages == []
     moved = (await engine.receive(dlq, 1)).messages
     assert [(m.message_id, m.body, m.receives) for m in moved] == [(mid, b"poison", 1)]
@@ -158,9 +161,9 @@ async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
     engine: Engine, redis_client: Redis, qname: str
 ):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
-    await engine.create_queue(dlq, cfg(visibility_timeout_seconds=0))
+    await engine.create_queue(dlq, cfg(visibility_timeout_ms=0))
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     (mid,) = (await engine.send(src, [msg(b"p")])).message_ids
     # The receive script alone, as if the node died before handing the message over.
@@ -175,25 +178,26 @@ async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
 
 async def test_retention_counts_from_first_enqueue_in_dead_letter_queue(engine: Engine, qname: str):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
-    await engine.create_queue(dlq, cfg(retention_seconds=2, visibility_timeout_seconds=0))
+    await engine.create_queue(dlq, cfg(retention_ms=600, visibility_timeout_ms=0))
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     await engine.send(src, [msg(b"old")])
-    await asyncio.sleep(1.2)
-    assert len((await engine.receive(src, 1)).messages) == 1  # moved to the DLQ now
-    assert len((await engine.receive(dlq, 1)).messages) == 1  # 1.2 s old: still kept
-    await asyncio.sleep(0.9)  # 2.1 s after the first enqueue, 0.9 s after the move
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 350)
+    (moved,) = (await engine.receive(src, 1)).messages  # moved to the DLQ now
+    assert len((await engine.receive(dlq, 1)).messages) == 1  # 350 ms old: still kept
+    # The retention ends 600 ms after the first enqueue, some 250 ms after the move.
+    await until_redis_ms(engine.redis, moved.published_ms + 600)
     assert (await engine.receive(dlq, 1)).messages == []
     assert (await engine.stats(dlq)).messages == 0
 
 
 async def test_upkeep_purges_expired_messages_without_a_receive(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(retention_seconds=1))
+    await engine.create_queue(ref, cfg(retention_ms=50))
     await engine.send(ref, [msg(b"x" * 100) for _ in range(5)])
     assert (await engine.stats(ref)).messages == 5
-    await asyncio.sleep(1.05)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 50)
     await engine.upkeep(ref.qualified)
     stats = await engine.stats(ref)
     assert (stats.messages, stats.bytes, stats.sched_ms) == (0, 0, None)
@@ -203,18 +207,18 @@ async def test_upkeep_promotes_due_delayed_messages(
     engine: Engine, redis_client: Redis, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=1))
+    await engine.create_queue(ref, cfg(delay_ms=50))
     await engine.send(ref, [msg(b"d")])
     due_key = keys.queue_keys(ref.qualified).due
     score = await redis_client.zscore(due_key, ref.qualified)
     assert score is not None
-    await asyncio.sleep(1.05)
+    await until_redis_ms(engine.redis, int(score))
     await engine.upkeep(ref.qualified)
     stats = await engine.stats(ref)
     assert (stats.delayed, stats.visible) == (0, 1)
     # Next upkeep: when the message's retention ends.
     assert await redis_client.zscore(due_key, ref.qualified) == pytest.approx(
-        score - 1000 + 3_600_000, abs=50
+        score - 50 + 3_600_000, abs=50
     )
 
 
@@ -250,7 +254,7 @@ async def test_deleting_a_queue_deletes_its_messages(
     engine: Engine, redis_client: Redis, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=0))
+    await engine.create_queue(ref, cfg(delay_ms=0))
     await engine.send(ref, [msg(b"a"), msg(b"b")])
     await engine.receive(ref, 1)
     await engine.delete_queue(ref, cascade=True)
@@ -310,10 +314,10 @@ async def test_shorter_retention_applies_to_stored_messages_at_next_upkeep(
     engine: Engine, redis_client: Redis, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(retention_seconds=3600))
+    await engine.create_queue(ref, cfg(retention_ms=3_600_000))
     await engine.send(ref, [msg(b"a"), msg(b"b")])
-    await asyncio.sleep(1.05)
-    await engine.update_queue(ref, cfg(retention_seconds=1))
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 50)
+    await engine.update_queue(ref, cfg(retention_ms=50))
     due_key = keys.queue_keys(ref.qualified).due
     now_s, now_us = await redis_client.time()
     assert await redis_client.zscore(due_key, ref.qualified) <= now_s * 1000 + now_us // 1000
@@ -356,7 +360,10 @@ async def test_wake_ups_go_only_to_nodes_waiting_on_the_queue(
     both = sorted([mine, other.wake_channel.encode()])
     assert [channel for channel, _ in await wake_ups()] == both
     await other.receive(ref, 1)
-    await asyncio.sleep(2.1)  # the first node's wait has lapsed
+    lapses = int(
+        await redis_client.hget(keys.queue_keys(ref.qualified).waiters, engine.wake_channel)
+    )
+    await until_redis_ms(redis_client, lapses)  # the first node's wait has lapsed
     await wake_ups()  # the due time of what the second node was handed
     await engine.send(ref, [msg(b"d")])
     assert [channel for channel, _ in await wake_ups()] == [other.wake_channel.encode()]
@@ -377,7 +384,7 @@ async def test_a_digest_already_queued_is_not_stored_again_until_the_copy_is_gon
     engine: Engine, redis_client: Redis, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=0))
+    await engine.create_queue(ref, cfg(delay_ms=0))
     first = await engine.send(ref, [SendMessage(b"same", digest=b"d1")])
     # One batch: the repeated digest and a second message with the first one's digest.
     batch = await engine.send(
@@ -403,7 +410,7 @@ async def test_digests_of_messages_gone_are_pruned_as_the_queue_turns_over(
     engine: Engine, redis_client: Redis, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=0))
+    await engine.create_queue(ref, cfg(delay_ms=0))
     await engine.send(ref, [SendMessage(b"kept", digest=b"kept")])
     qk = keys.queue_keys(ref.qualified)
     for i in range(300):
@@ -416,3 +423,56 @@ async def test_digests_of_messages_gone_are_pruned_as_the_queue_turns_over(
     # no more than a pruning threshold's worth of the gone ones.
     assert await redis_client.hlen(qk.digests) <= 65
     assert (await engine.send(ref, [SendMessage(b"kept", digest=b"kept")])).duplicates == (True,)
+
+
+async def test_a_config_stored_in_whole_seconds_by_an_earlier_version_is_read_in_ms(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    # The hash fields an earlier version (timers in whole seconds) wrote, as it wrote them.
+    ref, later = QueueRef(NS, qname), QueueRef(NS, qname + "-later")
+    for queue, delay in ((ref, "0"), (later, "1")):
+        cfg_key = keys.queue_keys(queue.qualified).cfg
+        fields = {"ret": "2", "vt": "1", "dly": delay, "wq": "1", "created": "1"}
+        await redis_client.hset(cfg_key, mapping=fields)
+    info = await engine.get_queue(ref)
+    assert (info.config.retention_ms, info.config.visibility_timeout_ms) == (2000, 1000)
+    assert (await engine.get_queue(later)).config.delay_ms == 1000
+    # The scripts read them so too: a visibility deadline 1 s ahead, the upkeep due when
+    # the retention of 2 s ends, a delay of 1 s.
+    await engine.send(ref, [msg(b"a")])
+    got = await engine.receive(ref, 1)
+    assert got.messages[0].visible_at_ms - got.now_ms == 1000
+    due = await redis_client.zscore(keys.queue_keys(ref.qualified).due, ref.qualified)
+    assert due == got.messages[0].published_ms + 2000
+    await engine.send(later, [msg(b"b")])
+    early = await engine.receive(later, 1)
+    assert early.messages == [] and 0 < early.next_due_ms - early.now_ms <= 1000
+
+
+async def test_whole_seconds_keep_the_earlier_format_and_ms_fields_only_hold_a_part_of_one(
+    engine: Engine, redis_client: Redis, qname: str
+):
+    ref = QueueRef(NS, qname)
+    cfg_key = keys.queue_keys(ref.qualified).cfg
+
+    async def timers() -> dict[str, str]:
+        values = await redis_client.hmget(
+            cfg_key, ["ret", "vt", "dly", "ret_ms", "vt_ms", "dly_ms"]
+        )
+        names = ("ret", "vt", "dly", "ret_ms", "vt_ms", "dly_ms")
+        return {k: v.decode() for k, v in zip(names, values, strict=True) if v is not None}
+
+    # What a node of an earlier version reads: whole seconds in the fields it knows.
+    await engine.create_queue(ref, cfg(retention_ms=3_600_000, visibility_timeout_ms=30_000))
+    assert await timers() == {"ret": "3600", "vt": "30", "dly": "0"}
+    await engine.update_queue(ref, cfg(retention_ms=1500, visibility_timeout_ms=250, delay_ms=0))
+    assert await timers() == {"ret_ms": "1500", "vt_ms": "250", "dly": "0"}
+    info = await engine.get_queue(ref)
+    assert (info.config.retention_ms, info.config.visibility_timeout_ms) == (1500, 250)
+    assert (info.config.retention_seconds, info.config.visibility_timeout_seconds) == (2, 1)
+    await engine.send(ref, [msg(b"a")])
+    got = await engine.receive(ref, 1)
+    assert got.messages[0].visible_at_ms - got.now_ms == 250
+    # Back to whole seconds: the ms fields go, the hash is in the earlier format again.
+    await engine.update_queue(ref, cfg(retention_ms=60_000, visibility_timeout_ms=2000))
+    assert await timers() == {"ret": "60", "vt": "2", "dly": "0"}

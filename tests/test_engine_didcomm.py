@@ -18,6 +18,7 @@ from mediator.engine import Engine, QueueConfig, QueueRef, ReceivedMessage, Send
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import LimitExceeded, QueueNotFound
 from mediator.storage.clients import Backend
+from tests.eventually import redis_ms, until_redis_ms
 
 pytestmark = pytest.mark.engine
 
@@ -28,12 +29,17 @@ def tagged(body: str, tag: str) -> SendMessage:
     return SendMessage(body=body.encode(), trace_id=tag)
 
 
-async def mailbox(engine: Engine, name: str, *, ret: int = 3600, vt: int = 30) -> QueueRef:
+async def mailbox(
+    engine: Engine, name: str, *, ret_ms: int = 3_600_000, vt_ms: int = 30_000
+) -> QueueRef:
     ref = QueueRef(NS, name)
-    await engine.create_queue(
-        ref, QueueConfig(retention_seconds=ret, visibility_timeout_seconds=vt)
-    )
+    await engine.create_queue(ref, QueueConfig(retention_ms=ret_ms, visibility_timeout_ms=vt_ms))
     return ref
+
+
+async def expire(engine: Engine, ret_ms: int) -> None:
+    """Wait until what was sent before the call is past a retention of `ret_ms`."""
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + ret_ms)
 
 
 async def send_each(engine: Engine, ref: QueueRef, tags: str, start: int = 0) -> list[str]:
@@ -96,10 +102,10 @@ async def test_timestamps_move_only_when_they_should(engine: Engine, qname: str)
 
 
 async def test_a_retention_purge_is_not_a_removal(engine: Engine, qname: str):
-    ref = await mailbox(engine, qname, ret=1)
+    ref = await mailbox(engine, qname, ret_ms=50)
     await engine.send(ref, [tagged("x", "k"), tagged("y", "k")])
     await engine.receive_filtered(ref, 1, tag="nobody")  # parks both
-    await asyncio.sleep(1.1)
+    await expire(engine, 50)
     await engine.upkeep(ref.qualified)
     stats = await engine.stats(ref)
     assert (stats.stored, stats.bytes, stats.last_removed_ms) == (0, 0, None)
@@ -122,12 +128,12 @@ async def test_newest_follows_the_newest_stored_message(engine: Engine, qname: s
 async def test_a_dead_letter_hand_over_counts_as_added(engine: Engine, qname: str):
     ns = "t-dlq"
     src, dlq = QueueRef(ns, qname), QueueRef(ns, qname + "-dlq")
-    await engine.create_queue(dlq, QueueConfig(retention_seconds=60, visibility_timeout_seconds=0))
+    await engine.create_queue(dlq, QueueConfig(retention_ms=60_000, visibility_timeout_ms=0))
     await engine.create_queue(
         src,
         QueueConfig(
-            retention_seconds=60,
-            visibility_timeout_seconds=0,
+            retention_ms=60_000,
+            visibility_timeout_ms=0,
             max_receives=1,
             dead_letter_queue=dlq.name,
         ),
@@ -225,7 +231,7 @@ async def test_a_cut_off_still_finds_released_and_reoffered_messages(engine: Eng
     second = await engine.receive_filtered(ref, 1, min_enqueue_ms=cut, visibility_timeout_ms=60_000)
     assert bodies(first.messages + second.messages) == ["k0", "k1"]
     assert await engine.release(ref, [second.messages[0].message_id]) == 1
-    await asyncio.sleep(0.2)  # k0's deadline passes
+    await until_redis_ms(engine.redis, first.messages[0].visible_at_ms)  # k0's deadline passes
     again = await engine.receive_filtered(ref, 10, tag="k", min_enqueue_ms=cut)
     # Released k1 and parked k2 are at their enqueue places, re-offered k0 at its deadline.
     assert bodies(again.messages) == ["k1", "k2", "k0"]
@@ -241,17 +247,17 @@ async def test_filtered_deliveries_are_hidden_until_their_deadline(engine: Engin
     hidden = await engine.receive_filtered(ref, 5, tag="k")
     assert hidden.messages == [] and hidden.next_due_ms == m.visible_at_ms
     assert bodies(await drain(engine, ref)) == ["x1"]  # the deadline holds for receive too
-    await asyncio.sleep(0.35)
+    await until_redis_ms(engine.redis, m.visible_at_ms)
     again = await engine.receive_filtered(ref, 5, tag="k")
     assert [(x.message_id, x.receives) for x in again.messages] == [(m.message_id, 2)]
 
 
 async def test_filtered_receive_purges_expired_messages(engine: Engine, qname: str):
-    ref = await mailbox(engine, qname, ret=1)
+    ref = await mailbox(engine, qname, ret_ms=50)
     await send_each(engine, ref, "ab")
     await engine.receive_filtered(ref, 5, tag="b", visibility_timeout_ms=0)  # a parked
     await send_each(engine, ref, "ab")  # unread
-    await asyncio.sleep(1.1)
+    await expire(engine, 50)
     assert (await engine.receive_filtered(ref, 5, tag="b")).messages == []
     stats = await engine.stats(ref)
     assert (stats.stored, stats.bytes, stats.oldest_ms) == (0, 0, None)
@@ -260,10 +266,10 @@ async def test_filtered_receive_purges_expired_messages(engine: Engine, qname: s
 
 
 async def test_upkeep_purges_parked_messages(engine: Engine, qname: str, redis_client: Redis):
-    ref = await mailbox(engine, qname, ret=1)
+    ref = await mailbox(engine, qname, ret_ms=50)
     await send_each(engine, ref, "aab")
     await engine.receive_filtered(ref, 5, tag="b")
-    await asyncio.sleep(1.1)
+    await expire(engine, 50)
     await engine.upkeep(ref.qualified)
     stats = await engine.stats(ref)
     assert (stats.stored, stats.in_flight, stats.bytes) == (0, 0, 0)
@@ -353,7 +359,7 @@ async def test_tag_stats_count_one_recipient_key(engine: Engine, qname: str):
 async def test_tag_stats_count_delayed_messages(engine: Engine, qname: str):
     ref = QueueRef("t-delay", qname)
     await engine.create_queue(
-        ref, QueueConfig(retention_seconds=60, visibility_timeout_seconds=30, delay_seconds=60)
+        ref, QueueConfig(retention_ms=60_000, visibility_timeout_ms=30_000, delay_ms=60_000)
     )
     await engine.send(ref, [tagged("later", "k")])
     k = await engine.tag_stats(ref, "k")
@@ -426,9 +432,9 @@ async def test_peek_changes_nothing(engine: Engine, qname: str, redis_client: Re
 
 
 async def test_peek_leaves_out_expired_messages(engine: Engine, qname: str):
-    ref = await mailbox(engine, qname, ret=1)
+    ref = await mailbox(engine, qname, ret_ms=250)
     await send_each(engine, ref, "k")
-    await asyncio.sleep(1.1)
+    await expire(engine, 250)
     await send_each(engine, ref, "j")
     assert bodies(await engine.peek(ref, 5)) == ["j0"]
     # (Whether the expired one is still stored depends on the session's other nodes'
@@ -443,7 +449,7 @@ async def test_set_limits_are_enforced_by_send(engine: Engine, qname: str):
 
     async def limits(n: int | None, b: int | None, mb: int | None, *, wq: bool = True) -> None:
         await engine.set_limits(
-            ref, max_messages=n, max_bytes=b, max_message_bytes=mb, retention_seconds=60,
+            ref, max_messages=n, max_bytes=b, max_message_bytes=mb, retention_ms=60_000,
             will_queue=wq,
         )  # fmt: skip
 
@@ -473,7 +479,7 @@ async def test_set_limits_are_enforced_by_send(engine: Engine, qname: str):
     with pytest.raises(QueueNotFound):
         await engine.set_limits(
             QueueRef(NS, qname + "-x"), max_messages=None, max_bytes=None,
-            max_message_bytes=None, retention_seconds=1, will_queue=True,
+            max_message_bytes=None, retention_ms=1000, will_queue=True,
         )  # fmt: skip
 
 
@@ -481,8 +487,8 @@ async def test_set_limits_visibility_applies_to_the_next_delivery(engine: Engine
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "k")
     await engine.set_limits(
-        ref, max_messages=None, max_bytes=None, max_message_bytes=None, retention_seconds=60,
-        will_queue=True, visibility_timeout_seconds=2,
+        ref, max_messages=None, max_bytes=None, max_message_bytes=None, retention_ms=60_000,
+        will_queue=True, visibility_timeout_ms=2000,
     )  # fmt: skip
     got = await engine.receive_filtered(ref, 1, tag="k")
     assert got.messages[0].visible_at_ms == got.now_ms + 2000
@@ -491,15 +497,15 @@ async def test_set_limits_visibility_applies_to_the_next_delivery(engine: Engine
 async def test_a_shorter_retention_is_applied_by_the_next_upkeep(
     engine: Engine, qname: str, redis_client: Redis
 ):
-    ref = await mailbox(engine, qname, ret=3600)
+    ref = await mailbox(engine, qname, ret_ms=3_600_000)
     await send_each(engine, ref, "ab")
     await engine.receive_filtered(ref, 1, tag="b")  # one parked, one handed out
     due_key = keys.queue_keys(ref.qualified).due
     sent_at = (await engine.stats(ref)).now_ms
     assert (await redis_client.zscore(due_key, ref.qualified) or 0) > sent_at + 3_000_000
-    await asyncio.sleep(1.1)
+    await expire(engine, 50)
     await engine.set_limits(
-        ref, max_messages=None, max_bytes=None, max_message_bytes=None, retention_seconds=1,
+        ref, max_messages=None, max_bytes=None, max_message_bytes=None, retention_ms=50,
         will_queue=True,
     )  # fmt: skip
     now = (await engine.stats(ref)).now_ms
@@ -516,15 +522,54 @@ async def test_threads_no_longer_used_are_forgotten_while_the_connection_stays_a
     state. Orders of a thread still in use carry over a generation's turn."""
     threads = keys.connection_keys(f"threads-{random.random()}").threads
 
+    ttl_ms = 250
+
     async def order(thid: str, theirs: int = 0) -> list[int]:
-        r = await engine.scripts.call("thread_order", [threads], [thid, theirs, 1])
+        r = await engine.scripts.call("thread_order", [threads], [thid, theirs, ttl_ms])
         return [int(v) for v in r]
 
     assert await order("kept", 3) == [0, 3]
-    for second in range(4):  # 4 generations of a 1 s time to live
+    for generation in range(4):  # 4 generations of a 250 ms time to live
         for i in range(20):
-            await order(f"poll-{second}-{i}")
-        assert await order("kept") == [second + 1, 3]  # ours counts on, theirs is kept
-        await asyncio.sleep(1.05)
+            await order(f"poll-{generation}-{i}")
+        assert await order("kept") == [generation + 1, 3]  # ours counts on, theirs is kept
+        born = int(await redis_client.hget(threads, "@m"))
+        await until_redis_ms(redis_client, born + ttl_ms)  # the generation's turn
     fields = await redis_client.hlen(threads) + await redis_client.hlen(threads + ":o")
     assert fields <= 2 * (2 * 21 + 1)  # two generations at most, not all 80 polls
+
+
+async def test_a_thread_hash_of_an_earlier_version_turns_on_its_birth_in_seconds(
+    engine: Engine, redis_client: Redis
+) -> None:
+    """Earlier versions kept a generation's birth in whole seconds (`@`)."""
+    now_s = await redis_ms(redis_client) // 1000
+    for age_s, turned in ((0, False), (700, True)):
+        threads = keys.connection_keys(f"threads-{random.random()}").threads
+        await redis_client.hset(threads, mapping={"@": now_s - age_s, "r:t": 4, "s:t": 2})
+        # A 600 s time to live, the nodes' default.
+        r = await engine.scripts.call("thread_order", [threads], ["t", 5, 600_000])
+        assert [int(v) for v in r] == [2, 5]  # ours and theirs carry over a turn
+        assert await redis_client.exists(threads + ":o") == turned
+
+
+async def test_a_queues_own_timer_in_seconds_beats_a_default_in_ms(
+    redis_client: Redis, qname: str
+) -> None:
+    """A namespace whose queues keep the defaults out of their hashes: a timer the hash
+    holds, in either form, is the queue's; one it lacks is the default's, in either form."""
+    defaults = QueueConfig(retention_ms=1500, visibility_timeout_ms=250)
+    engine = Engine(redis_client, defaults={NS: defaults})
+    own, plain = QueueRef(NS, qname), QueueRef(NS, qname + "-plain")
+    await engine.create_queue(plain, defaults)
+    await engine.create_queue(own, defaults)
+    # As an earlier version wrote a recipient's own retention and visibility: in seconds.
+    await redis_client.hset(keys.queue_keys(own.qualified).cfg, mapping={"ret": 2, "vt": 1})
+    assert (await engine.get_queue(own)).config.retention_ms == 2000
+    assert (await engine.get_queue(plain)).config == defaults
+    for ref, hidden_for in ((own, 1000), (plain, 250)):
+        await engine.send(ref, [tagged("x", "k")])
+        got = await engine.receive(ref, 1)
+        assert got.messages[0].visible_at_ms - got.now_ms == hidden_for
+    stored = await redis_client.hgetall(keys.queue_keys(plain.qualified).cfg)
+    assert not {b"ret", b"vt", b"dly", b"ret_ms", b"vt_ms", b"dly_ms"} & set(stored)

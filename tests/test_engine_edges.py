@@ -5,7 +5,6 @@ Each test was first written against a bug an independent review found, then kept
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.storage.clients import Backend
+from tests.eventually import redis_ms, until_redis_ms
 
 pytestmark = pytest.mark.engine
 
@@ -20,7 +20,7 @@ NS = "mqs"
 
 
 def cfg(**kw: Any) -> QueueConfig:
-    base: dict[str, Any] = {"retention_seconds": 3600, "visibility_timeout_seconds": 30}
+    base: dict[str, Any] = {"retention_ms": 3_600_000, "visibility_timeout_ms": 30_000}
     base.update(kw)
     return QueueConfig(**base)
 
@@ -39,7 +39,7 @@ async def test_a_second_hand_over_of_the_same_outbox_entry_changes_nothing(
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
     await engine.create_queue(dlq, cfg())
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     [mid] = (await engine.send(src, [SendMessage(b"x")])).message_ids
     r = await _receive_script_only(engine, src, 1)
@@ -57,9 +57,9 @@ async def test_a_delete_during_the_hand_over_is_applied_where_the_message_lands(
     engine: Engine, qname: str
 ):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
-    await engine.create_queue(dlq, cfg(visibility_timeout_seconds=0))
+    await engine.create_queue(dlq, cfg(visibility_timeout_ms=0))
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     [mid] = (await engine.send(src, [SendMessage(b"x")])).message_ids
     await _receive_script_only(engine, src, 1)
@@ -78,7 +78,7 @@ async def test_outbox_entry_left_by_a_crash_is_handed_over_within_grace(engine: 
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
     await engine.create_queue(dlq, cfg())
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     [mid] = (await engine.send(src, [SendMessage(b"x")])).message_ids
     r = await _receive_script_only(engine, src, 1)  # the node dies right after this
@@ -133,10 +133,10 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
 
 async def test_receive_finds_a_visible_message_behind_many_expired_ones(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(retention_seconds=1))
+    await engine.create_queue(ref, cfg(retention_ms=300))
     for _ in range(3):
         await engine.send(ref, [SendMessage(b"old")] * 500)
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 300)
     [mid] = (await engine.send(ref, [SendMessage(b"live")])).message_ids
     got = await engine.receive(ref, 1)  # 1,500 expired ahead: more than one script's budget
     assert [m.message_id for m in got.messages] == [mid]
@@ -151,9 +151,9 @@ async def test_receive_finds_a_visible_message_behind_many_expired_ones(engine: 
 
 async def test_dead_lettering_an_empty_message_keeps_it(engine: Engine, qname: str):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
-    await engine.create_queue(dlq, cfg(visibility_timeout_seconds=0))
+    await engine.create_queue(dlq, cfg(visibility_timeout_ms=0))
     await engine.create_queue(
-        src, cfg(visibility_timeout_seconds=0, max_receives=1, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     [mid] = (await engine.send(src, [SendMessage(b"")])).message_ids
     with contextlib.suppress(Exception):
@@ -165,11 +165,11 @@ async def test_dead_lettering_an_empty_message_keeps_it(engine: Engine, qname: s
 
 async def test_deleting_an_empty_message_succeeds(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_seconds=0))
+    await engine.create_queue(ref, cfg(delay_ms=0))
     [mid] = (await engine.send(ref, [SendMessage(b"")])).message_ids
     await engine.delete_message(NS, mid)
     delayed = QueueRef(NS, qname + "-d")
-    await engine.create_queue(delayed, cfg(delay_seconds=60))
+    await engine.create_queue(delayed, cfg(delay_ms=60_000))
     [mid] = (await engine.send(delayed, [SendMessage(b"")])).message_ids
     await engine.delete_message(NS, mid)
     assert (await engine.stats(ref)).messages == (await engine.stats(delayed)).messages == 0
@@ -177,8 +177,8 @@ async def test_deleting_an_empty_message_succeeds(engine: Engine, qname: str):
 
 async def test_upkeep_purges_expired_empty_messages(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(retention_seconds=1))
+    await engine.create_queue(ref, cfg(retention_ms=50))
     await engine.send(ref, [SendMessage(b""), SendMessage(b"")])
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 50)
     await engine.upkeep(ref.qualified)
     assert (await engine.stats(ref)).stored == 0

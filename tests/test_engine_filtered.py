@@ -11,6 +11,7 @@ from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import LimitExceeded, QueueNotFound
 from mediator.storage.clients import Backend
+from tests.eventually import redis_ms, until_redis_ms
 
 pytestmark = pytest.mark.engine
 
@@ -21,10 +22,10 @@ def tagged(body: bytes, tag: str) -> SendMessage:
     return SendMessage(body=body, trace_id=tag)
 
 
-async def queue(engine: Engine, name: str, **kw: int) -> QueueRef:
+async def queue(engine: Engine, name: str) -> QueueRef:
     ref = QueueRef(NS, name)
     await engine.create_queue(
-        ref, QueueConfig(retention_seconds=kw.get("ret", 3600), visibility_timeout_seconds=30)
+        ref, QueueConfig(retention_ms=3_600_000, visibility_timeout_ms=30_000)
     )
     return ref
 
@@ -65,7 +66,7 @@ async def test_filtered_deliveries_come_back_after_their_deadline(engine: Engine
     assert len(first.messages) == 1
     empty = await engine.receive_filtered(ref, 1, tag="k")
     assert empty.messages == [] and empty.next_due_ms is not None
-    await asyncio.sleep(0.2)
+    await until_redis_ms(engine.redis, first.messages[0].visible_at_ms)
     again = await engine.receive_filtered(ref, 1, tag="k")
     assert [m.message_id for m in again.messages] == [first.messages[0].message_id]
     assert again.messages[0].receives == 2
@@ -73,9 +74,9 @@ async def test_filtered_deliveries_come_back_after_their_deadline(engine: Engine
 
 async def test_expired_messages_are_purged_not_handed_out(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, QueueConfig(retention_seconds=1, visibility_timeout_seconds=30))
+    await engine.create_queue(ref, QueueConfig(retention_ms=50, visibility_timeout_ms=30_000))
     await engine.send(ref, [tagged(b"soon gone", "k")])
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 50)
     assert (await engine.receive_filtered(ref, 5, tag="k")).messages == []
     assert (await engine.stats(ref)).stored == 0
 
@@ -119,7 +120,7 @@ async def test_release_makes_messages_visible_and_wakes_a_waiter(
 async def test_set_limits_are_enforced_by_send(engine: Engine, qname: str):
     ref = await queue(engine, qname)
     await engine.set_limits(
-        ref, max_messages=1, max_bytes=None, max_message_bytes=4, retention_seconds=60,
+        ref, max_messages=1, max_bytes=None, max_message_bytes=4, retention_ms=60_000,
         will_queue=True,
     )  # fmt: skip
     with pytest.raises(LimitExceeded) as too_big:
@@ -130,7 +131,7 @@ async def test_set_limits_are_enforced_by_send(engine: Engine, qname: str):
         await engine.send(ref, [tagged(b"1", "k")])
     assert full.value.kind == "count"
     await engine.set_limits(
-        ref, max_messages=None, max_bytes=None, max_message_bytes=None, retention_seconds=60,
+        ref, max_messages=None, max_bytes=None, max_message_bytes=None, retention_ms=60_000,
         will_queue=False,
     )  # fmt: skip
     with pytest.raises(LimitExceeded) as closed:
@@ -141,7 +142,7 @@ async def test_set_limits_are_enforced_by_send(engine: Engine, qname: str):
     with pytest.raises(QueueNotFound):
         await engine.set_limits(
             QueueRef(NS, qname + "-x"), max_messages=None, max_bytes=None,
-            max_message_bytes=None, retention_seconds=1, will_queue=True,
+            max_message_bytes=None, retention_ms=1000, will_queue=True,
         )  # fmt: skip
 
 

@@ -1,6 +1,7 @@
-"""Every crash the fuzzer (tests/soak/fuzz.py) found, as its minimal input against a real
-node: each used to end in `500 internal-error` (HTTP) or an `internal-error` frame, or in a
-traceback in a node's push loop; each must now get a clear answer."""
+"""Every crash the fuzzer (tests/soak/fuzz.py) found, as its minimal input against the app in
+process (conftest's dc_app): each used to end in `500 internal-error` (HTTP) or an
+`internal-error` frame, or in a traceback in a node's push loop; each must now get a clear
+answer."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ import base64
 import json
 from typing import Any
 
-import httpx
 import orjson
 import pytest
-from websockets.asyncio.client import connect
 
-from mediator.client import Recipient, forward_envelope, ws_url
+from mediator.client import Recipient, forward_envelope
 from mediator.didcomm import envelope
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.signatures import sign_attachment
 from tests.didcomm_peer import ENVELOPE, Peer
-from tests.servers import Node
+from tests.inprocess import AppNode
 
 ORG = "https://didcomm.org/"
 DEEP = b"[" * 5000 + b"]" * 5000  # deeper than Python's json parser recurses
@@ -59,7 +58,9 @@ def attach(payload: bytes, keys: KeyPair) -> dict[str, Any]:
     }
 
 
-async def request(node: Node, med: str, keys: KeyPair, did: str, **fields: Any) -> dict[str, Any]:
+async def request(
+    node: AppNode, med: str, keys: KeyPair, did: str, **fields: Any
+) -> dict[str, Any]:
     """A DID Exchange request authcrypted by `keys` with return route; the answer opened."""
     msg = {
         "@type": ORG + "didexchange/1.1/request",
@@ -70,7 +71,7 @@ async def request(node: Node, med: str, keys: KeyPair, did: str, **fields: Any) 
         **fields,
     }
     data = envelope.pack(json.dumps(msg).encode(), [med], keys)
-    async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
+    async with node.client(30) as http:
         answer = await http.post("/", content=data, headers=ENVELOPE)
     assert answer.status_code == 200, answer.text
     opened = envelope.unpack(answer.content, {keys.verkey_b58: keys}.get)
@@ -84,38 +85,36 @@ def assert_refused(reply: dict[str, Any], words: str) -> None:
     assert words in reply["explain"], reply["explain"]
 
 
-async def test_did_doc_attachment_nested_too_deep(dc_node: Node, med: str) -> None:
+async def test_did_doc_attachment_nested_too_deep(dc_app: AppNode, med: str) -> None:
     keys = KeyPair.generate()
     reply = await request(
-        dc_node, med, keys, "did:sov:abc", **{"did_doc~attach": attach(DEEP, keys)}
+        dc_app, med, keys, "did:sov:abc", **{"did_doc~attach": attach(DEEP, keys)}
     )
     assert_refused(reply, "did_doc~attach is not JSON")
 
 
-async def test_jws_protected_header_nested_too_deep(dc_node: Node, med: str) -> None:
+async def test_jws_protected_header_nested_too_deep(dc_app: AppNode, med: str) -> None:
     keys = KeyPair.generate()
     signed = attach(json.dumps(doc_of("did:sov:abc", keys)).encode(), keys)
     signed["data"]["jws"]["protected"] = b64(DEEP)
-    reply = await request(dc_node, med, keys, "did:sov:abc", **{"did_doc~attach": signed})
+    reply = await request(dc_app, med, keys, "did:sov:abc", **{"did_doc~attach": signed})
     assert_refused(reply, "the JWS is malformed")
 
 
-async def test_did_peer_2_service_nested_too_deep(dc_node: Node, med: str) -> None:
+async def test_did_peer_2_service_nested_too_deep(dc_app: AppNode, med: str) -> None:
     keys = KeyPair.generate()
-    reply = await request(dc_node, med, keys, numalgo2_did(keys, []) + ".S" + b64(DEEP))
+    reply = await request(dc_app, med, keys, numalgo2_did(keys, []) + ".S" + b64(DEEP))
     assert_refused(reply, "a did:peer:2 service is not JSON")
 
 
-async def test_did_peer_4_document_nested_too_deep(dc_node: Node, med: str) -> None:
+async def test_did_peer_4_document_nested_too_deep(dc_app: AppNode, med: str) -> None:
     import base58
 
     from mediator.didcomm.did_peer import _hash
 
     encoded = "z" + base58.b58encode(b"\x80\x04" + b"[" * 1200 + b"]" * 1200).decode()
     keys = KeyPair.generate()
-    reply = await request(
-        dc_node, med, keys, "did:peer:4" + _hash(encoded.encode()) + ":" + encoded
-    )
+    reply = await request(dc_app, med, keys, "did:peer:4" + _hash(encoded.encode()) + ":" + encoded)
     assert_refused(reply, "the did:peer:4 document is not JSON")
 
 
@@ -125,25 +124,27 @@ async def test_did_peer_4_document_nested_too_deep(dc_node: Node, med: str) -> N
     ids=["list", "lone-surrogate"],
 )
 async def test_did_peer_1_genesis_document_unusual(
-    dc_node: Node, med: str, genesis: bytes, words: str
+    dc_app: AppNode, med: str, genesis: bytes, words: str
 ) -> None:
     keys = KeyPair.generate()
     did = "did:peer:1zQm" + "a" * 44
-    reply = await request(dc_node, med, keys, did, **{"did_doc~attach": attach(genesis, keys)})
+    reply = await request(dc_app, med, keys, did, **{"did_doc~attach": attach(genesis, keys)})
     assert_refused(reply, words)
 
 
-async def test_push_endpoint_that_is_no_url(dc_node: Node, med: str) -> None:
+async def test_push_endpoint_that_is_no_url(dc_app: AppNode, med: str) -> None:
     """Accepted, this endpoint made the push loop raise (httpx.InvalidURL) on every push."""
     keys = KeyPair.generate()
     did = "did:sov:" + keys.verkey_b58[:22]
     payload = json.dumps(doc_of(did, keys, "https://[::1")).encode()
-    reply = await request(dc_node, med, keys, did, **{"did_doc~attach": attach(payload, keys)})
+    reply = await request(dc_app, med, keys, did, **{"did_doc~attach": attach(payload, keys)})
     assert_refused(reply, "is not a URL we can send to")
 
 
 @pytest.mark.parametrize("transport", ["http", "ws"])
-async def test_envelope_kid_of_key_length_that_is_not_base58(dc_node: Node, transport: str) -> None:
+async def test_envelope_kid_of_key_length_that_is_not_base58(
+    dc_app: AppNode, transport: str
+) -> None:
     """A 44-character kid with a character base58 lacks ('l'): looked up as one of our
     per-connection keys, it raised InvalidKey (500) instead of not being ours."""
     header = {
@@ -156,14 +157,19 @@ async def test_envelope_kid_of_key_length_that_is_not_base58(dc_node: Node, tran
         {"protected": b64(orjson.dumps(header)), "iv": "AAAA", "ciphertext": "AAAA", "tag": "AAAA"}
     )
     if transport == "http":
-        async with httpx.AsyncClient(base_url=dc_node.base) as http:
+        async with dc_app.client() as http:
             answer = await http.post("/", content=data, headers=ENVELOPE)
         assert answer.status_code == 400
         body = answer.json()
     else:
-        async with connect(ws_url(dc_node.base)) as ws:
+        ws = await dc_app.open_websocket()
+        try:
             await ws.send(data.decode())
-            body = json.loads(await ws.recv())
+            frame = await ws.receive()
+        finally:
+            await ws.close()
+        assert frame is not None
+        body = json.loads(frame)
     assert body["code"] == "unreadable-envelope"
     assert "not addressed" in body["error"]
 
@@ -190,12 +196,12 @@ async def test_batch_pickup_of_a_queued_envelope_python_json_reads_otherwise(
 
 
 async def test_forward_whose_inner_envelope_names_a_kid_that_is_not_base58(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
     """Besides `to`, a forward is queued for every recipient of the inner envelope that is
     registered here; a kid with a character base58 lacks ('!') made that lookup raise (500)
     instead of being nobody's key."""
-    async with Peer(dc_node.base, med, "http") as peer:
+    async with Peer(dc_app, med, "http") as peer:
         await peer.mediate_request()
         key = await peer.register_key()
         inner = orjson.loads(envelope.pack(b"{}", [key]))
@@ -203,7 +209,7 @@ async def test_forward_whose_inner_envelope_names_a_kid_that_is_not_base58(
         header["recipients"].append({"encrypted_key": "AAAA", "header": {"kid": "7!" * 17}})
         inner["protected"] = b64(orjson.dumps(header))
         data = forward_envelope(orjson.dumps(inner), key, med)
-        async with httpx.AsyncClient(base_url=dc_node.base) as http:
+        async with dc_app.client() as http:
             answer = await http.post("/", content=data, headers=ENVELOPE)
         assert answer.status_code == 202, answer.text
         assert answer.headers["x-mediator-queued"] == "1"

@@ -1,5 +1,6 @@
-"""Out-of-Band invitations, DID Exchange 1.0/1.1 and connections 1.0 against a real node:
-what a requester sees, and that a refused request changes nothing."""
+"""Out-of-Band invitations, DID Exchange 1.0/1.1 and connections 1.0 against the app in
+process (conftest's dc_app; app_b as a second node): what a requester sees, and that a
+refused request changes nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from mediator.didcomm.did_peer import numalgo2_did, resolve
 from mediator.didcomm.keys import KeyPair, did_key_to_verkey
 from mediator.didcomm.signatures import sign_attachment, verify_attachment, verify_connection
 from tests.didcomm_peer import ENVELOPE, Peer
-from tests.servers import Node
+from tests.inprocess import AppNode
 
 QUEUE = "didcomm:transport/queue"
 
@@ -83,8 +84,13 @@ def request(version: str, did: str, attach: dict[str, Any] | None = None, **extr
     return msg
 
 
-async def _peer(node: Node, med: str, transport: str = "http") -> Peer:
-    peer = Peer(node.base, med, transport)
+def wallet_of(node: AppNode, med: str, transport: str, http: httpx.AsyncClient) -> Recipient:
+    """The project's plain client, reaching the app in process through `http`."""
+    return Recipient(node.base, med, transport, client=http, connector=node.open_websocket)
+
+
+async def _peer(node: AppNode, med: str, transport: str = "http") -> Peer:
+    peer = Peer(node, med, transport)
     await peer._open_channel()
     return peer
 
@@ -93,9 +99,9 @@ async def _peer(node: Node, med: str, transport: str = "http") -> Peer:
 
 
 async def test_invitation_offers_the_handshakes_with_one_service_and_a_legacy_form(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+    async with dc_app.client() as client:
         answer = (await client.get("/invitation")).json()
     oob = answer["invitation"]
     assert oob["@type"] == "https://didcomm.org/out-of-band/1.1/invitation"
@@ -106,11 +112,11 @@ async def test_invitation_offers_the_handshakes_with_one_service_and_a_legacy_fo
     ]
     [service] = oob["services"]
     assert did_key_to_verkey(service["recipientKeys"][0]) == med
-    assert service["serviceEndpoint"] == dc_node.base
+    assert service["serviceEndpoint"] == dc_app.base
     assert _decode_url_param(answer["invitation_url"], "oob") == oob
     legacy = _decode_url_param(answer["legacy_invitation_url"], "c_i")
     assert legacy["@type"] == "https://didcomm.org/connections/1.0/invitation"
-    assert legacy["recipientKeys"] == [med] and legacy["serviceEndpoint"] == dc_node.base
+    assert legacy["recipientKeys"] == [med] and legacy["serviceEndpoint"] == dc_app.base
     assert answer["multi_use"] is True
 
 
@@ -119,9 +125,10 @@ async def test_invitation_offers_the_handshakes_with_one_service_and_a_legacy_fo
 
 @pytest.mark.parametrize("transport", ["http", "ws"])
 async def test_did_exchange_1_1_with_did_peer_2_then_mediation(
-    dc_node: Node, med: str, transport: str
+    dc_app: AppNode, med: str, transport: str
 ) -> None:
-    async with Recipient(dc_node.base, med, transport) as wallet:
+    http = dc_app.client()
+    async with http, wallet_of(dc_app, med, transport, http) as wallet:
         response = await wallet.exchange()
         assert response["@type"] == "https://didcomm.org/didexchange/1.1/response"
         # A whole document (typed services, which Credo 0.6+ needs), signed by the invitation
@@ -132,20 +139,20 @@ async def test_did_exchange_1_1_with_did_peer_2_then_mediation(
         assert signers == {med} and payload.decode() == response["did"]
         doc = parse_doc(resolve(response["did"]))
         # HTTP first (ACA-Py posts there), WebSocket second (Credo needs it for live mode).
-        assert [s.endpoint for s in doc.services] == [dc_node.base, "ws" + dc_node.base[4:]]
+        assert [s.endpoint for s in doc.services] == [dc_app.base, "ws" + dc_app.base[4:]]
         # Our key on this connection is its own, not the cluster's (nor another's).
         assert doc.recipient_key == wallet.mediator != med
         key = await wallet.mediate()
         assert key in wallet.recipient_keys
         # Forwards still go to the cluster's routing key.
         assert wallet.routing_key == med
-        async with Recipient(dc_node.base, med, transport) as other:
+        async with wallet_of(dc_app, med, transport, http) as other:
             await other.exchange()
             assert other.mediator not in (med, wallet.mediator)
 
 
-async def test_did_exchange_1_0_with_signed_did_peer_1(dc_node: Node, med: str) -> None:
-    wallet = await _peer(dc_node, med)
+async def test_did_exchange_1_0_with_signed_did_peer_1(dc_app: AppNode, med: str) -> None:
+    wallet = await _peer(dc_app, med)
     did, attach = peer1(wallet.keys)
     oob = (await wallet.web.get("/invitation")).json()["invitation"]
     msg = request("1.0", did, attach, **{"~thread": {"pthid": oob["@id"]}})
@@ -160,8 +167,8 @@ async def test_did_exchange_1_0_with_signed_did_peer_1(dc_node: Node, med: str) 
     await wallet.close()
 
 
-async def test_did_exchange_with_long_did_peer_4(dc_node: Node, med: str) -> None:
-    wallet = await _peer(dc_node, med)
+async def test_did_exchange_with_long_did_peer_4(dc_app: AppNode, med: str) -> None:
+    wallet = await _peer(dc_app, med)
     response = await wallet.request_message(request("1.1", peer4(wallet.keys)))
     assert response["@type"].endswith("/didexchange/1.1/response")
     assert (await wallet.mediate_request())["@type"].endswith("/mediate-grant")
@@ -169,9 +176,9 @@ async def test_did_exchange_with_long_did_peer_4(dc_node: Node, med: str) -> Non
 
 
 async def test_anoncrypted_request_is_answered_to_the_did_documents_key(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    wallet = await _peer(dc_node, med)
+    wallet = await _peer(dc_app, med)
     msg = request("1.1", numalgo2_did(wallet.keys, [QUEUE]))
     answer = await wallet.post(wallet.pack(msg, anon=True))
     assert answer.status_code == 200
@@ -210,9 +217,9 @@ BAD_REQUESTS = {
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))
 async def test_bad_requests_are_refused_and_change_nothing(
-    dc_node: Node, med: str, case: str
+    dc_app: AppNode, med: str, case: str
 ) -> None:
-    wallet = await _peer(dc_node, med)
+    wallet = await _peer(dc_app, med)
     msg = BAD_REQUESTS[case](wallet.keys)
     try:
         answer = await wallet.send(msg)
@@ -229,9 +236,9 @@ async def test_bad_requests_are_refused_and_change_nothing(
 
 
 async def test_replayed_request_gets_a_problem_report_and_changes_nothing(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    wallet = await _peer(dc_node, med)
+    wallet = await _peer(dc_app, med)
     msg = request("1.1", numalgo2_did(wallet.keys, [QUEUE]))
     first = await wallet.request_message(msg)
     assert first["@type"].endswith("/response")
@@ -246,11 +253,11 @@ async def test_replayed_request_gets_a_problem_report_and_changes_nothing(
 
 
 async def test_a_key_someone_connected_with_cannot_be_claimed_again(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    victim = await _peer(dc_node, med)
+    victim = await _peer(dc_app, med)
     await victim.exchange()
-    thief = await _peer(dc_node, med)
+    thief = await _peer(dc_app, med)
     # The thief names the victim's key (it cannot authcrypt with it, so sends anoncrypted).
     msg = request("1.1", numalgo2_did(victim.keys, ["http://thief.example/"]))
     answer = await thief.post(thief.pack(msg, anon=True))
@@ -263,9 +270,9 @@ async def test_a_key_someone_connected_with_cannot_be_claimed_again(
 
 
 async def test_authcrypted_request_must_come_from_a_key_of_its_document(
-    dc_node: Node, med: str
+    dc_app: AppNode, med: str
 ) -> None:
-    wallet = await _peer(dc_node, med)
+    wallet = await _peer(dc_app, med)
     other = KeyPair.generate()
     answer = await wallet.send(request("1.1", numalgo2_did(other, [QUEUE])))
     assert answer is None or answer["problem-code"] == "request_not_accepted"
@@ -275,8 +282,8 @@ async def test_authcrypted_request_must_come_from_a_key_of_its_document(
     await wallet.close()
 
 
-async def test_unsupported_handshake_version_is_refused(dc_node: Node, med: str) -> None:
-    wallet = await _peer(dc_node, med)
+async def test_unsupported_handshake_version_is_refused(dc_app: AppNode, med: str) -> None:
+    wallet = await _peer(dc_app, med)
     msg = request("1.1", numalgo2_did(wallet.keys, [QUEUE]))
     msg["@type"] = "https://didcomm.org/didexchange/2.0/request"
     answer = await wallet.request_message(msg)
@@ -286,8 +293,8 @@ async def test_unsupported_handshake_version_is_refused(dc_node: Node, med: str)
     await wallet.close()
 
 
-async def test_strangers_get_unknown_connection(dc_node: Node, med: str) -> None:
-    wallet = await _peer(dc_node, med)
+async def test_strangers_get_unknown_connection(dc_app: AppNode, med: str) -> None:
+    wallet = await _peer(dc_app, med)
     for suffix in ("coordinate-mediation/1.0/mediate-request", "messagepickup/2.0/status-request"):
         problem = await wallet.request(suffix)
         assert problem["description"]["code"] == "unknown-connection"
@@ -298,8 +305,8 @@ async def test_strangers_get_unknown_connection(dc_node: Node, med: str) -> None
     await wallet.close()
 
 
-async def test_complete_on_another_thread_is_refused(dc_node: Node, med: str) -> None:
-    wallet = await _peer(dc_node, med)
+async def test_complete_on_another_thread_is_refused(dc_app: AppNode, med: str) -> None:
+    wallet = await _peer(dc_app, med)
     await wallet.request_message(request("1.1", numalgo2_did(wallet.keys, [QUEUE])))
     wrong = Recipient.message("didexchange/1.1/complete", **{"~thread": {"thid": "x" * 12}})
     answer = await wallet.request_message(wrong)
@@ -336,9 +343,9 @@ def legacy_doc(keys: KeyPair, did: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("transport", ["http", "ws"])
 async def test_connections_1_0_with_an_unqualified_did(
-    dc_node: Node, med: str, transport: str
+    dc_app: AppNode, med: str, transport: str
 ) -> None:
-    wallet = await _peer(dc_node, med, transport)
+    wallet = await _peer(dc_app, med, transport)
     did = base58.b58encode(wallet.keys.verkey[:16]).decode()
     msg = Recipient.message(
         "connections/1.0/request",
@@ -352,7 +359,7 @@ async def test_connections_1_0_with_an_unqualified_did(
     assert signer == med
     ours = parse_doc(signed["DIDDoc"], signed["DID"])
     assert ours.recipient_key != med
-    assert [s.endpoint for s in ours.services] == [dc_node.base, "ws" + dc_node.base[4:]]
+    assert [s.endpoint for s in ours.services] == [dc_app.base, "ws" + dc_app.base[4:]]
     # The first authcrypted message (a ping) completes it; mediation then works, and every
     # answer comes from our key in the document we sent.
     wallet.mediator = ours.recipient_key
@@ -366,8 +373,8 @@ async def test_connections_1_0_with_an_unqualified_did(
     await wallet.close()
 
 
-async def test_connections_request_with_a_did_sov_prefix_type(dc_node: Node, med: str) -> None:
-    wallet = await _peer(dc_node, med)
+async def test_connections_request_with_a_did_sov_prefix_type(dc_app: AppNode, med: str) -> None:
+    wallet = await _peer(dc_app, med)
     did = base58.b58encode(wallet.keys.verkey[:16]).decode()
     msg = Recipient.message(
         "did:sov:BzCbsNYhMrjHiqZDTUASHg;spec/connections/1.0/request",
@@ -383,12 +390,13 @@ async def test_connections_request_with_a_did_sov_prefix_type(dc_node: Node, med
 
 
 async def test_a_handshake_begun_on_one_node_continues_on_another(
-    dc_node: Node, node_b: Node, med: str
+    dc_app: AppNode, app_b: AppNode, med: str
 ) -> None:
-    wallet = await _peer(dc_node, med)
+    wallet = await _peer(dc_app, med)
     msg = request("1.1", numalgo2_did(wallet.keys, [QUEUE]))
     wallet.take_response(await wallet.request_message(msg))
-    async with Recipient(node_b.base, med) as same:  # the same keys, through node B
+    http = app_b.client()
+    async with http, wallet_of(app_b, med, "http", http) as same:  # the same keys, via node B
         same.keys, same.mediator = wallet.keys, wallet.mediator  # our key on the connection
         complete = Recipient.message("didexchange/1.1/complete", route=None)
         complete["~thread"] = {"thid": msg["@id"]}
@@ -397,14 +405,10 @@ async def test_a_handshake_begun_on_one_node_continues_on_another(
     await wallet.close()
 
 
-@pytest.mark.full
 async def test_single_use_invitations(redis_url: str) -> None:
-    node = Node(redis_url, MEDIATOR_INVITATION_MULTI_USE="false")
-    import asyncio
-
-    await asyncio.to_thread(node.start)
+    node = await AppNode(redis_url, "single-use", invitation_multi_use=False).start()
     try:
-        async with httpx.AsyncClient(base_url=node.base) as client:
+        async with node.client() as client:
             one = (await client.get("/invitation")).json()
             two = (await client.get("/invitation")).json()
         assert one["multi_use"] is False
@@ -431,27 +435,27 @@ async def test_single_use_invitations(redis_url: str) -> None:
         for p in (first, second, third):
             await p.close()
     finally:
-        node.stop()
+        await node.stop()
 
 
-async def test_envelope_for_nobody_here_is_refused(dc_node: Node) -> None:
+async def test_envelope_for_nobody_here_is_refused(dc_app: AppNode) -> None:
     from mediator.didcomm import envelope
 
     data = envelope.pack(b"{}", [KeyPair.generate().verkey_b58], KeyPair.generate())
-    async with httpx.AsyncClient(base_url=dc_node.base) as client:
+    async with dc_app.client() as client:
         answer = await client.post("/", content=data, headers=ENVELOPE)
     assert answer.status_code == 400 and answer.json()["code"] == "unreadable-envelope"
 
 
 async def test_connections_without_mediation_expire_and_a_grant_keeps_them(
-    dc_node: Node, med: str, redis_url: str
+    dc_app: AppNode, med: str, redis_url: str
 ) -> None:
     import redis as sync_redis
 
     from mediator.engine import keys
 
     r = sync_redis.Redis.from_url(redis_url)
-    wallet = await _peer(dc_node, med)
+    wallet = await _peer(dc_app, med)
     await wallet.exchange()
     record = keys.connection_keys(wallet.verkey).record
     pending = keys.our_key_pending(wallet.mediator)

@@ -1,5 +1,6 @@
 """The layers hold (`make lint` runs import-linter on the tree), and the contract bites: an
-import of workers/ anywhere under mediator/, even inside a function, breaks it."""
+import of workers/ (or of the benchmarks, bench/) anywhere under mediator/, even inside a
+function, breaks it."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for name in ("mediator", "workers", "spark"):
+    for name in ("mediator", "workers", "spark", "bench"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     return tmp_path
@@ -46,9 +47,20 @@ def test_importing_workers_inside_a_function_under_mediator_breaks_the_contract(
     books.write_text(books.read_text() + "\n\ndef _sneaky() -> None:\n    import workers.runner\n")
     result = _lint(tree)
     assert result.returncode == 1, result.stdout
-    assert "mediator/ never imports workers/ or spark/ BROKEN" in result.stdout
+    assert "mediator/ never imports workers/, spark/ or bench/ BROKEN" in result.stdout
     assert "mediator.engine.books -> workers.runner" in result.stdout
     # and the layers inside mediator/: the engine may not reach up to the protocols
     books.write_text(books.read_text() + "\n\nfrom mediator.protocols import routing\n")
     result = _lint(tree)
     assert "the node's layers BROKEN" in result.stdout
+
+
+def test_importing_the_benchmarks_under_mediator_breaks_the_contract(tree: Path):
+    metrics = tree / "mediator" / "ops" / "metrics.py"
+    metrics.write_text(
+        metrics.read_text() + "\n\ndef _sneaky() -> None:\n    import bench.harness.limits\n"
+    )
+    result = _lint(tree)
+    assert result.returncode == 1, result.stdout
+    assert "mediator/ never imports workers/, spark/ or bench/ BROKEN" in result.stdout
+    assert "mediator.ops.metrics -> bench.harness.limits" in result.stdout

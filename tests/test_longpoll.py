@@ -8,17 +8,41 @@ import time
 import httpx
 import pytest
 
+from mediator.engine import Engine, QueueConfig, QueueRef, keys
+from tests.eventually import eventually
+from tests.inprocess import AppNode
 from tests.mqs_client import create, receive, send, send_batch
 
 pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
 
 
+async def polls_waiting(node: AppNode, qname: str, n: int = 1) -> None:
+    """Until `n` long polls of the node wait on the queue: registered for its wake-ups, and
+    the node marked as waiting by a receive that found it empty."""
+    hub, engine = node.app.state.mqs.hub, node.app.state.engine
+    qualified = f"mqs:{qname}"
+
+    async def waiting() -> bool:
+        marked = await engine.redis.hexists(keys.queue_keys(qualified).waiters, engine.wake_channel)
+        return bool(marked) and hub.waiter_count(qualified) >= n
+
+    assert await eventually(waiting, bool, within=5, interval=0.01)
+
+
+async def create_ms(engine: Engine, qname: str, *, visibility_ms: int = 30_000, delay_ms: int = 0):
+    """A queue with timers of a part of a second (the API speaks whole seconds)."""
+    config = QueueConfig(
+        retention_ms=3_600_000, visibility_timeout_ms=visibility_ms, delay_ms=delay_ms
+    )
+    await engine.create_queue(QueueRef("mqs", qname), config)
+
+
 async def test_long_poll_returns_as_soon_as_a_message_is_sent(
-    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, app_b: AppNode, qname: str
 ):
     await create(http_a, qname)
     poll = asyncio.create_task(receive(http_b, qname, wait=20))
-    await asyncio.sleep(0.3)
+    await polls_waiting(app_b, qname)
     assert not poll.done()
     sent_at = time.monotonic()
     mid = await send(http_a, qname, b"wake up")
@@ -37,40 +61,41 @@ async def test_long_poll_without_messages_waits_the_whole_time(
 
 
 async def test_long_poll_returns_delayed_message_when_due(
-    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, app_b: AppNode, engine: Engine, qname: str
 ):
-    await create(http_a, qname, delay=1)
+    await create_ms(engine, qname, delay_ms=250)
     poll = asyncio.create_task(receive(http_b, qname, wait=10))
-    await asyncio.sleep(0.2)
+    await polls_waiting(app_b, qname)
     sent_at = time.monotonic()
     mid = await send(http_a, qname, b"delayed")  # sent after the poll started waiting
     (p,) = await asyncio.wait_for(poll, 5)
     assert p.headers["x-mqs-message-id"] == mid
-    assert 0.9 <= time.monotonic() - sent_at < 1.8
+    # When due, not at once and not at the next re-check (2 s).
+    assert 0.2 <= time.monotonic() - sent_at < 1.05
 
 
 async def test_long_poll_returns_in_flight_message_when_its_timeout_ends(
-    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, engine: Engine, qname: str
 ):
-    await create(http_a, qname, visibility=1)
+    await create_ms(engine, qname, visibility_ms=250)
     mid = await send(http_a, qname, b"retry me")
-    (first,) = await receive(http_a, qname)  # hidden now, for 1 s
+    (first,) = await receive(http_a, qname)  # hidden now, for 250 ms
     taken_at = time.monotonic()
     assert first.headers["x-mqs-message-id"] == mid
     poll = asyncio.create_task(receive(http_b, qname, wait=10))
     (p,) = await asyncio.wait_for(poll, 5)
     assert p.headers["x-mqs-message-id"] == mid
     assert p.headers["x-mqs-message-receives"] == "2"
-    assert 0.8 <= time.monotonic() - taken_at < 1.8
+    assert 0.05 <= time.monotonic() - taken_at < 1.05  # not at the next re-check (2 s)
 
 
 async def test_batch_send_of_k_wakes_k_long_polls_on_another_node(
-    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, http_b: httpx.AsyncClient, app_b: AppNode, qname: str
 ):
     await create(http_a, qname)
     k = 5
     polls = [asyncio.create_task(receive(http_b, qname, wait=20)) for _ in range(k)]
-    await asyncio.sleep(0.5)
+    await polls_waiting(app_b, qname, k)
     assert not any(p.done() for p in polls)
     sent_at = time.monotonic()
     ids = await send_batch(http_a, qname, [b"m%d" % i for i in range(k)])
@@ -80,14 +105,16 @@ async def test_batch_send_of_k_wakes_k_long_polls_on_another_node(
     assert got == sorted(ids)
 
 
-async def test_long_poll_on_deleted_queue_answers_404(http_a: httpx.AsyncClient, qname: str):
+async def test_long_poll_on_deleted_queue_answers_404(
+    http_a: httpx.AsyncClient, app_a: AppNode, qname: str
+):
     await create(http_a, qname)
     poll = asyncio.create_task(
         http_a.get(
             f"/messages/{qname}", headers={"X-MQS-MAX-MESSAGES": "1", "X-MQS-WAIT-TIME": "5"}
         )
     )
-    await asyncio.sleep(0.2)
+    await polls_waiting(app_a, qname)
     assert (await http_a.delete(f"/queues/{qname}")).status_code == 200
     r = await asyncio.wait_for(poll, 8)
     assert r.status_code in (200, 404)  # 404 once the wait re-reads the queue

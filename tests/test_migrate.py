@@ -19,7 +19,8 @@ from mediator.engine import keys
 from mediator.engine.books import read_shards, recount
 from mediator.engine.scripts import Scripts
 from mediator.storage.clients import Backend
-from tests.mqs_client import create, parts, receive, send
+from tests.eventually import redis_ms, until_redis_ms
+from tests.mqs_client import create, header_ms, parts, receive, send
 from tests.servers import Node, RedisUnderTest, missing
 
 pytestmark = [
@@ -94,6 +95,24 @@ def _migrate(url: str) -> subprocess.CompletedProcess[str]:
 FAST = {"MEDIATOR_WORKER_TICK_SECONDS": "0.2", "MEDIATOR_STATS_SECONDS": "1"}
 
 
+async def _server_ms(storage: str) -> int:
+    backend = Backend(storage)
+    await backend.start()
+    try:
+        return await redis_ms(backend.client)
+    finally:
+        await backend.aclose()
+
+
+async def _until_server_ms(storage: str, at_ms: int) -> None:
+    backend = Backend(storage)
+    await backend.start()
+    try:
+        await until_redis_ms(backend.client, at_ms)
+    finally:
+        await backend.aclose()
+
+
 async def test_data_of_the_previous_version_is_served_after_migrate(
     storage: str, previous_version: Path
 ) -> None:
@@ -129,6 +148,8 @@ async def test_data_of_the_previous_version_is_served_after_migrate(
             assert answer.status_code == 202
         handed = attachments(await wallet.delivery_request(limit=1))
         assert len(handed) == 1
+        # Its 2 s delivery deadline was set before this reading of the server's clock.
+        handed_by = await _server_ms(storage) + 2000
         stranger = Recipient(old.base, med, "http")
         await stranger.__aenter__()
         await stranger.exchange()
@@ -156,7 +177,10 @@ async def test_data_of_the_previous_version_is_served_after_migrate(
             assert [q["name"] for q in listing] == ["dlq", "later", "plain", "src"], listing
             src = next(q for q in listing if q["name"] == "src")
             assert (src["maxReceives"], src["deadLetterQueue"]) == (1, "dlq")
-            await asyncio.sleep(2.1)  # the handed-out one's 2 s deadline has passed
+            # The handed-out one's 2 s deadline (its config in whole seconds, as the previous
+            # version wrote it) has passed, and so has the wallet's delivered message's.
+            deadline = header_ms(taken, "X-MQS-MESSAGE-VISIBLE-AT")
+            await _until_server_ms(storage, max(deadline, handed_by))
             got = {p.headers["x-mqs-message-id"] for p in await receive(http, "plain", 10)}
             assert got == set(plain) and taken.headers["x-mqs-message-id"] in got
             status = (await http.get("/queues/later")).json()["status"]

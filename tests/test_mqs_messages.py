@@ -7,11 +7,34 @@ import asyncio
 import httpx
 import pytest
 
+from mediator.engine import Engine, QueueConfig, QueueRef
 from mediator.mqs import multipart
-from tests.eventually import eventually
-from tests.mqs_client import create, parts, receive, send, send_batch
+from tests.eventually import eventually, redis_ms, until_redis_ms
+from tests.mqs_client import create, header_ms, parts, receive, send, send_batch
 
 pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
+
+
+async def create_ms(
+    engine: Engine,
+    name: str,
+    *,
+    retention_ms: int = 3_600_000,
+    visibility_ms: int = 30_000,
+    delay_ms: int = 0,
+    max_receives: int | None = None,
+    dlq: str | None = None,
+) -> None:
+    """A queue with timers of a part of a second, made through the engine (the API speaks
+    whole seconds), for the tests of what happens when they run out."""
+    config = QueueConfig(
+        retention_ms=retention_ms,
+        visibility_timeout_ms=visibility_ms,
+        delay_ms=delay_ms,
+        max_receives=max_receives,
+        dead_letter_queue=dlq,
+    )
+    await engine.create_queue(QueueRef("mqs", name), config)
 
 
 async def test_single_message_round_trip_headers(http_a: httpx.AsyncClient, qname: str):
@@ -213,14 +236,14 @@ async def test_concurrent_http_receivers_never_share_a_message(
 
 
 async def test_message_returns_after_visibility_timeout_with_receive_count(
-    http_a: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
-    await create(http_a, qname, visibility=1)
+    await create_ms(engine, qname, visibility_ms=250)
     mid = await send(http_a, qname, b"again")
     (first,) = await receive(http_a, qname)
     assert first.headers["x-mqs-message-receives"] == "1"
     assert await receive(http_a, qname) == []
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, header_ms(first, "x-mqs-message-visible-at"))
     (second,) = await receive(http_a, qname)
     assert second.headers["x-mqs-message-id"] == mid
     assert second.headers["x-mqs-message-receives"] == "2"
@@ -237,16 +260,18 @@ async def test_lowering_visibility_timeout_does_not_reveal_hidden_messages(
         headers={"X-MQS-RETENTION-SECONDS": "3600", "X-MQS-VISIBILITY-TIMEOUT-SECONDS": "0"},
     )
     assert r.status_code == 200
-    await asyncio.sleep(1.1)
+    await asyncio.sleep(0.05)  # a receive after the new timeout of 0 has run out
     assert await receive(http_a, qname) == []
     status = (await http_a.get(f"/queues/{qname}")).json()["status"]
     assert (status["inFlightMessages"], status["visibleMessages"]) == (1, 0)
 
 
-async def test_dead_letter_after_exactly_max_receives(http_a: httpx.AsyncClient, qname: str):
+async def test_dead_letter_after_exactly_max_receives(
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
+):
     dlq = qname + "-dlq"
-    await create(http_a, dlq, visibility=1)
-    await create(http_a, qname, visibility=1, max_receives=2, dlq=dlq)
+    await create_ms(engine, dlq, visibility_ms=250)
+    await create_ms(engine, qname, visibility_ms=250, max_receives=2, dlq=dlq)
     mid = await send(http_a, qname, b"poison")
     receives = []
     for _ in range(2):
@@ -255,57 +280,57 @@ async def test_dead_letter_after_exactly_max_receives(http_a: httpx.AsyncClient,
         receives.append(p.headers["x-mqs-message-receives"])
     assert receives == ["1", "2"]
     # Never delivered a third time from the source, even after its timeout.
-    assert await receive(http_a, qname, wait=2) == []
+    await until_redis_ms(engine.redis, header_ms(p, "x-mqs-message-visible-at"))
+    assert await receive(http_a, qname) == []
     (moved,) = await receive(http_a, dlq, wait=2)
     assert moved.headers["x-mqs-message-id"] == mid
     assert moved.body == b"poison"
     assert moved.headers["x-mqs-message-receives"] == "1"
     assert await receive(http_a, qname) == []
     assert (await http_a.delete(f"/messages/{mid}")).status_code == 204
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, header_ms(moved, "x-mqs-message-visible-at"))
     assert await receive(http_a, dlq) == []
 
 
 async def test_dead_lettered_message_is_deletable_while_in_flight(
-    http_a: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
     dlq = qname + "-dlq"
     await create(http_a, dlq)
-    await create(http_a, qname, visibility=1, max_receives=1, dlq=dlq)
+    await create_ms(engine, qname, visibility_ms=250, max_receives=1, dlq=dlq)
     mid = await send(http_a, qname, b"x")
     (p,) = await receive(http_a, qname)  # last receive: moved at once
     assert (await http_a.delete(f"/messages/{p.headers['x-mqs-message-id']}")).status_code == 204
-    await asyncio.sleep(1.1)
+    await until_redis_ms(engine.redis, header_ms(p, "x-mqs-message-visible-at"))
     assert await receive(http_a, dlq) == []
     assert await receive(http_a, qname) == []
     assert (await http_a.delete(f"/messages/{mid}")).status_code == 404
 
 
 async def test_retention_counts_from_first_enqueue_in_the_dead_letter_queue(
-    http_a: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
     dlq = qname + "-dlq"
-    await create(http_a, dlq, retention=2, visibility=0)
+    await create_ms(engine, dlq, retention_ms=600, visibility_ms=0)
     await create(http_a, qname, visibility=0, max_receives=1, dlq=dlq)
     await send(http_a, qname, b"aging")
-    await asyncio.sleep(1.2)
-    assert len(await receive(http_a, qname)) == 1  # moved now, 1.2 s after the send
-    assert len(await receive(http_a, dlq)) == 1  # still within 2 s of the first enqueue
-    await asyncio.sleep(1.0)
-    assert await receive(http_a, dlq) == []  # 2.2 s after the first enqueue: gone
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 350)
+    (moved,) = await receive(http_a, qname)  # moved now, 350 ms after the send
+    assert len(await receive(http_a, dlq)) == 1  # still within 600 ms of the first enqueue
+    await until_redis_ms(engine.redis, header_ms(moved, "x-mqs-message-published-at") + 600)
+    assert await receive(http_a, dlq) == []  # 600 ms after the first enqueue: gone
     status = (await http_a.get(f"/queues/{dlq}")).json()["status"]
     assert status["messages"] == 0
 
 
 async def test_expired_messages_are_never_delivered_and_leave_the_counts(
-    http_a: httpx.AsyncClient, qname: str
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
-    await create(http_a, qname, retention=1)
+    await create_ms(engine, qname, retention_ms=200)
     await send_batch(http_a, qname, [b"a", b"b", b"c"])
     assert (await http_a.get(f"/queues/{qname}")).json()["status"]["messages"] == 3
-    await asyncio.sleep(1.1)
 
-    # The node's worker purges them without any receive.
+    # Once past their retention, the node's worker purges them without any receive.
     async def stored() -> int:
         count: int = (await http_a.get(f"/queues/{qname}")).json()["status"]["messages"]
         return count
@@ -314,11 +339,47 @@ async def test_expired_messages_are_never_delivered_and_leave_the_counts(
     assert await receive(http_a, qname, n=10) == []
 
 
-async def test_delayed_message_is_hidden_until_due(http_a: httpx.AsyncClient, qname: str):
-    await create(http_a, qname, delay=1)
+async def test_delayed_message_is_hidden_until_due(
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
+):
+    await create_ms(engine, qname, delay_ms=250)
     mid = await send(http_a, qname, b"later")
+    due_by = await redis_ms(engine.redis) + 250
     assert await receive(http_a, qname) == []
     assert (await http_a.get(f"/queues/{qname}")).json()["status"]["delayedMessages"] == 1
-    await asyncio.sleep(1.05)
+    await until_redis_ms(engine.redis, due_by)
     (p,) = await receive(http_a, qname)
     assert p.headers["x-mqs-message-id"] == mid
+
+
+async def test_the_apis_whole_seconds_are_the_engines_timers(
+    http_a: httpx.AsyncClient, engine: Engine, qname: str
+):
+    await create(http_a, qname, retention=3, visibility=7, delay=2)
+    config = (await engine.get_queue(QueueRef("mqs", qname))).config
+    assert (config.retention_ms, config.visibility_timeout_ms, config.delay_ms) == (
+        3000,
+        7000,
+        2000,
+    )
+    doc = (await http_a.get(f"/queues/{qname}")).json()
+    assert (doc["retentionSeconds"], doc["visibilityTimeoutSeconds"], doc["delaySeconds"]) == (
+        3,
+        7,
+        2,
+    )
+    await create(http_a, qname + "-now", visibility=7)
+    await send(http_a, qname + "-now", b"x")
+    before = await redis_ms(engine.redis)
+    (p,) = await receive(http_a, qname + "-now")
+    hidden_for = header_ms(p, "x-mqs-message-visible-at") - before
+    assert 7000 <= hidden_for <= 7000 + (await redis_ms(engine.redis) - before)
+    # A queue whose timers are a part of a second (made through the engine) shows them
+    # rounded up to the API's whole seconds.
+    await create_ms(engine, qname + "-ms", retention_ms=1500, visibility_ms=250, delay_ms=50)
+    doc = (await http_a.get(f"/queues/{qname}-ms")).json()
+    assert (doc["retentionSeconds"], doc["visibilityTimeoutSeconds"], doc["delaySeconds"]) == (
+        2,
+        1,
+        1,
+    )

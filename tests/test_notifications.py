@@ -146,6 +146,22 @@ async def burst(node: Node, med: str, key: str, n: int) -> None:
         assert answer.status_code == 202, answer.text
 
 
+async def nothing_pending(url: str, connection: str) -> bool:
+    """The connection's notification is settled and none is scheduled: no other one comes
+    until a new message does (the worker's claim, the provider's answer, all done)."""
+    (record, schedule, _), member = schedule_keys(connection)
+    client = Redis.from_url(url)
+    try:
+        claimed = await client.hexists(record, "nc")
+        return not claimed and await client.zscore(schedule, member) is None
+    finally:
+        await client.aclose()
+
+
+async def settled(url: str, connection: str) -> None:
+    assert await eventually(lambda: nothing_pending(url, connection), bool, within=10)
+
+
 async def metric(url: str, provider: str, outcome: str) -> float:
     """A notification counter of the node (its base URL) or worker (its metrics URL)."""
     if not url.endswith("/metrics"):
@@ -166,7 +182,7 @@ async def test_a_burst_wakes_an_android_phone_once_with_the_count_and_no_content
 
     await burst(node, med, key, 5)
     [sent] = await fcm_server.wait_for(1, timeout=10)
-    await asyncio.sleep(2)  # a second one, were it coming, would be here by now
+    await settled(nodes.url, wallet.verkey)  # a second one, were it coming, is scheduled
     assert len(fcm_server.sends) == 1
     assert sent.token == FCM_TOKEN
     assert sent.message["data"] == {
@@ -212,13 +228,22 @@ async def test_no_notification_while_a_live_socket_is_open_on_another_node(
     await burst(b, med, key, 3)  # the sender's forwards land on B
     delivered = [await wallet.next_message(10) for _ in range(1)]
     assert delivered
-    await asyncio.sleep(2)
+
+    async def skipped_as_live() -> float:
+        return await metric(a.base, "none", "live") + await metric(b.base, "none", "live")
+
+    assert await eventually(skipped_as_live, lambda n: n >= 1, within=10) >= 1
+    await settled(nodes.url, wallet.verkey)
     assert fcm_server.sends == []
-    assert await metric(a.base, "none", "live") + await metric(b.base, "none", "live") >= 1
 
     # The app goes to the background: the socket closes, the next message wakes the phone.
     await wallet.ws.close()
-    await asyncio.sleep(0.5)
+    storage = Redis.from_url(nodes.url)
+    try:
+        held = keys.connection_keys(wallet.verkey).presence
+        assert not await eventually(lambda: storage.exists(held), lambda n: not n, within=10)
+    finally:
+        await storage.aclose()
     await burst(b, med, key, 1)
     [sent] = await fcm_server.wait_for(1, timeout=10)
     assert int(sent.message["data"]["message_count"]) >= 1
@@ -233,7 +258,7 @@ async def test_an_iphone_gets_an_apns_alert_with_content_available_and_a_collaps
     await set_device(wallet, "apns", device_token=APNS_TOKEN)
     await burst(node, med, key, 2)
     [sent] = await apns_servers.sandbox.wait_for(1, timeout=10)
-    await asyncio.sleep(1.5)
+    await settled(nodes.url, wallet.verkey)
     assert len(apns_servers.sandbox.notifications) == 1
     assert apns_servers.production.notifications == []
     assert sent.device_token == APNS_TOKEN
@@ -279,9 +304,9 @@ async def test_an_unregistered_token_is_forgotten(
     problem = await wallet.request("push-notifications-fcm/1.0/get-device-info")
     assert problem["@type"].endswith("problem-report")
     assert problem["description"]["code"] == "not-registered-for-push-notifications"
-    # Nothing more is tried for it.
+    # Nothing more is tried for it: nothing is even scheduled.
     await burst(node, med, key, 1)
-    await asyncio.sleep(1.5)
+    await settled(nodes.url, wallet.verkey)
     assert fcm_server.sends == [] and fcm_server.rejected["UNREGISTERED"] == 1
 
 
@@ -330,7 +355,7 @@ async def test_a_node_that_dies_leaves_its_pending_notification_to_a_worker(
     worker = MetricsWorker(db_url, tmp_path / "worker.health", **(FAST | env)).start()
     nodes.started.append(worker)
     [sent] = await fcm_server.wait_for(1, timeout=15)
-    await asyncio.sleep(1)
+    await settled(db_url, wallet.verkey)
     assert len(fcm_server.sends) == 1 and sent.token == FCM_TOKEN
     assert await metric(worker.metrics_url, "fcm", "sent") == 1
 
@@ -445,12 +470,12 @@ async def test_a_bad_provider_configuration_stops_the_node_with_a_clear_error(
 async def test_a_revoked_access_token_is_replaced_and_the_notification_still_sent(
     nodes: Nodes, fcm_server: FcmServer, phones: list[Recipient]
 ) -> None:
-    node, _wallet, key, med = await android(nodes, fcm_server, phones)
+    node, wallet, key, med = await android(nodes, fcm_server, phones)
     await burst(node, med, key, 1)
     await fcm_server.wait_for(1, timeout=10)
     fcm_server.expire_tokens()  # FCM answers 401 to the token the node holds
-    await asyncio.sleep(3)  # the interval
-    await burst(node, med, key, 1)
+    await settled(nodes.url, wallet.verkey)
+    await burst(node, med, key, 1)  # announced once the interval is over
     await fcm_server.wait_for(2, timeout=15)
     assert len(fcm_server.grants) == 2  # logged in again after the 401
     assert await metric(node.base, "fcm", "retried") == 1
@@ -576,14 +601,15 @@ async def test_the_second_recipient_of_one_envelope_is_woken_too(
     which schedules its notification with a call of its own (as every forward does on Redis
     Cluster): that phone is woken as well."""
     node = nodes.node(**provider_env(fcm=fcm_server))
-    _first, first_key, med = await phone(node, phones)
+    first, first_key, med = await phone(node, phones)
     second, second_key, _ = await phone(node, phones)
     other_token = FCM_TOKEN.replace("fcm-token", "fcm-other")
     await set_device(second, "fcm", device_token=other_token, device_platform="android")
     answer = await forward(node.base, med, first_key, {"to": "both"}, extra_kids=(second_key,))
     assert answer.status_code == 202
     [sent] = await fcm_server.wait_for(1, timeout=10)
-    await asyncio.sleep(1)
+    for wallet in (first, second):
+        await settled(nodes.url, wallet.verkey)
     assert len(fcm_server.sends) == 1 and sent.token == other_token  # the first has no phone
 
 

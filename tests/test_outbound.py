@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
+import select
 import socket
 import time
 import tracemalloc
@@ -31,10 +32,12 @@ from mediator import outbound
 from mediator.client import Sender
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
+from mediator.engine import keys
 from mediator.errors import AnswerTooLarge, ConfigError, OutboundError, OutboundRefused
 from mediator.outbound.addresses import Allowlist, refusal
 from mediator.outbound.resolver import DnsServerResolver, parse_server
-from mediator.settings import Settings
+from mediator.settings import OutboundSettings, Settings
+from mediator.storage.clients import Backend
 from tests.didcomm_peer import Peer, mediator_key
 from tests.providers.credentials import write_tls_cert
 from tests.scrape import value
@@ -211,25 +214,25 @@ class Agent:
         await socket.close()
 
 
-def settings(**changes: Any) -> Settings:
-    return Settings(push_timeout_seconds=5.0, outbound_connect_timeout_seconds=2.0).replace(
-        **changes
-    )
+def settings(**changes: Any) -> OutboundSettings:
+    """Outbound calls' settings, changed as the flags name them (outbound_allow=...)."""
+    quick = Settings.of(push_timeout_seconds=5.0, outbound_connect_timeout_seconds=2.0)
+    return quick.replace(**changes).outbound
 
 
-async def post(config: Settings, url: str, body: bytes = b"{}") -> httpx.Response:
+async def post(config: OutboundSettings, url: str, body: bytes = b"{}") -> httpx.Response:
     async with outbound.client(config, peers=True) as client:
         return await client.post(url, content=body)
 
 
-async def ws_send(config: Settings, url: str, text: str = "{}") -> None:
+async def ws_send(config: OutboundSettings, url: str, text: str = "{}") -> None:
     guard = outbound.Guard(config, peers=True)
     connection: ClientConnection
     async with outbound.websocket(
         guard,
         url,
-        total=config.push_timeout_seconds,
-        cap=config.outbound_max_response_bytes,
+        total=config.timeout_seconds,
+        cap=config.max_response_bytes,
         tls=outbound.tls_context(config),
     ) as connection:
         await connection.send(text)
@@ -471,7 +474,9 @@ def unaccepting() -> Iterator[int]:
         s.setblocking(False)
         s.connect_ex(("127.0.0.1", port))
         fillers.append(s)
-    time.sleep(0.2)
+    # One of them is in the accept queue (a backlog of 0 holds one): it is full.
+    _, connected, _ = select.select([], fillers, [], 5)
+    assert connected
     yield port
     for s in fillers:
         s.close()
@@ -486,7 +491,7 @@ async def test_connect_timeout(unaccepting: int) -> None:
     assert 0.4 < time.monotonic() - started < 2.0
 
 
-def slow_app(sent: list[int]) -> Starlette:
+def slow_app(sent: list[int], late_answer: asyncio.Event) -> Starlette:
     async def trickle(request: Request) -> Response:
         async def body() -> AsyncIterator[bytes]:
             while True:  # a byte every 0.1 s: no read ever waits long
@@ -497,7 +502,7 @@ def slow_app(sent: list[int]) -> Starlette:
         return StreamingResponse(body())
 
     async def late(request: Request) -> Response:
-        await asyncio.sleep(10)
+        await late_answer.wait()  # set once the client has given up
         return Response(b"late")
 
     return Starlette(routes=[Route("/trickle", trickle), Route("/late", late)])
@@ -506,13 +511,15 @@ def slow_app(sent: list[int]) -> Starlette:
 async def test_total_timeout_ends_a_slow_answer() -> None:
     sent = [0]
     config = settings(outbound_allow="127.0.0.1", push_timeout_seconds=1.0)
-    async with Server(slow_app(sent)) as s:
+    late_answer = asyncio.Event()
+    async with Server(slow_app(sent, late_answer)) as s:
         for path in ("trickle", "late"):
             started = time.monotonic()
             with pytest.raises(httpx.TimeoutException):
                 async with outbound.client(config, peers=True) as client:
                     await client.get(s.url() + path)
             assert 0.9 < time.monotonic() - started < 2.0, path
+        late_answer.set()  # the server can stop: no request of its left waiting
     assert 5 <= sent[0] <= 15
 
 
@@ -678,7 +685,7 @@ async def connected_wallet(node: Node, endpoint: str) -> tuple[Peer, str, str]:
 @pytest.mark.full
 @pytest.mark.parametrize("transport", ["http", "ws"])
 async def test_a_node_refuses_a_loopback_push_endpoint_and_keeps_the_messages(
-    start_node: Any, agent: tuple[Agent, Server], transport: str
+    start_node: Any, agent: tuple[Agent, Server], transport: str, redis_server: RedisUnderTest
 ) -> None:
     a, server = agent
     node = await start_node()
@@ -686,7 +693,21 @@ async def test_a_node_refuses_a_loopback_push_endpoint_and_keeps_the_messages(
     wallet, med, key = await connected_wallet(node, endpoint)
     await Sender(med).send_to(key, {"n": 1}, node.base)
     await until(lambda: pushes(node, "refused"))
-    await asyncio.sleep(1.5)  # retries would have come (0.2 s, then 0.5 s): none does
+    # No retry comes: none is scheduled once the push ends (its lease let go).
+    backend = Backend(database_15(redis_server))
+    await backend.start()
+    try:
+        due = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{wallet.verkey}").due
+        lease = keys.connection_keys(wallet.verkey).push
+
+        async def push_idle() -> bool:
+            if await backend.client.exists(lease):
+                return False
+            return await backend.client.zscore(due, keys.PUSH_MEMBER + wallet.verkey) is None
+
+        await until(push_idle)
+    finally:
+        await backend.aclose()
     assert await pushes(node, "refused") == 1 and await pushes(node, "failed") == 0
     assert a.received == []
     assert "refused: 127.0.0.1: 127.0.0.1 is loopback" in node.output()

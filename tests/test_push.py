@@ -1,5 +1,6 @@
 """Push delivery to recipients that have an endpoint (as ACA-Py does): a real HTTP endpoint
-served by uvicorn in the test, a real node, real Redis.
+served by uvicorn in the test, the app in process (a real node process where one dies),
+real Redis.
 
 The endpoints are on loopback, which pushes reach only through the allowlist
 (`MEDIATOR_OUTBOUND_ALLOW`), so this module's nodes have it, and a database of their own
@@ -12,7 +13,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -23,17 +23,20 @@ from mediator.client import Recipient, Sender
 from mediator.didcomm.did_doc import Service
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
+from mediator.engine import keys
 from mediator.engine.engine import Engine
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
 from mediator.settings import Settings
-from mediator.storage.clients import RedisClient
-from tests.didcomm_peer import Peer
+from mediator.storage.clients import Backend, RedisClient
+from tests.didcomm_peer import Peer, Reach
+from tests.inprocess import AppNode
 from tests.local_server import LocalServer
-from tests.servers import DIDCOMM_SUITES_ENV, Node, RedisUnderTest
+from tests.servers import DIDCOMM_SUITES, DIDCOMM_SUITES_ENV, Node, RedisUnderTest
 
 ALLOW_LOOPBACK = {"MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8"}
+ALLOW_LOOPBACK_SETTINGS = {"outbound_allow": "127.0.0.0/8"}
 
 
 def database_15(server: RedisUnderTest) -> str:
@@ -45,20 +48,44 @@ def database_15(server: RedisUnderTest) -> str:
 
 
 @pytest.fixture(scope="module")
-def dc_node(redis_server: RedisUnderTest) -> Iterator[Node]:
+def push_url(redis_server: RedisUnderTest) -> str:
+    """This module's storage: database 15 (on a Redis Cluster, a cluster of its own)."""
+    return database_15(redis_server)
+
+
+@pytest.fixture(scope="module")
+def dc_node(push_url: str) -> Iterator[Node]:
     """conftest's dc_node, with loopback endpoints allowed, on database 15."""
-    node = Node(database_15(redis_server), **DIDCOMM_SUITES_ENV, **ALLOW_LOOPBACK)
+    node = Node(push_url, **DIDCOMM_SUITES_ENV, **ALLOW_LOOPBACK)
     node.start()
     yield node
     node.stop()
 
 
 @pytest.fixture(scope="module")
-async def med(dc_node: Node) -> str:
-    """This module's mediator's verkey (conftest's is for its dc_node)."""
+async def dc_app(push_url: str) -> AsyncIterator[AppNode]:
+    """conftest's dc_app, with loopback endpoints allowed, on database 15."""
+    node = AppNode(push_url, "push", **DIDCOMM_SUITES, **ALLOW_LOOPBACK_SETTINGS)
+    yield await node.start()
+    await node.stop()
+
+
+@pytest.fixture
+async def push_redis(push_url: str) -> AsyncIterator[RedisClient]:
+    """Database 15 as this module's nodes reach it: where their push leases and schedules are."""
+    backend = Backend(push_url)
+    await backend.start()
+    yield backend.client
+    await backend.aclose()
+
+
+@pytest.fixture(scope="module")
+async def med(dc_app: AppNode) -> str:
+    """This module's mediator's verkey (conftest's is for its dc_app), which dc_node on the
+    same database has too."""
     from tests.didcomm_peer import mediator_key
 
-    return await mediator_key(dc_node.base)
+    return await mediator_key(dc_app)
 
 
 class Endpoint(LocalServer):
@@ -109,14 +136,22 @@ async def until(condition: Any, timeout: float = 5.0) -> None:  # noqa: ASYNC109
         await asyncio.sleep(0.05)
 
 
+async def push_idle(redis: RedisClient, connection: str) -> bool:
+    """No push of the connection runs (its push lease is free) and none is scheduled: what
+    is pushed later can only come from a new forward."""
+    due = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").due
+    held = await redis.exists(keys.connection_keys(connection).push)
+    return not held and await redis.zscore(due, keys.PUSH_MEMBER + connection) is None
+
+
 def opened(wallet: Recipient, data: bytes) -> dict[str, Any]:
     return wallet.open_forwarded(data)
 
 
-async def _wallet_with_endpoint(node: Node, med: str, endpoint: Endpoint) -> Peer:
+async def _wallet_with_endpoint(node: str | Reach, med: str, endpoint: Endpoint) -> Peer:
     """A wallet connected like ACA-Py: DID Exchange with an HTTP endpoint in its did:peer:2
     and no return route, so every answer comes to the endpoint."""
-    wallet = Peer(node.base, med)
+    wallet = Peer(node, med)
     request = wallet.message(
         "didexchange/1.1/request",
         route=None,
@@ -133,9 +168,9 @@ async def _wallet_with_endpoint(node: Node, med: str, endpoint: Endpoint) -> Pee
 
 
 async def test_handshake_mediation_and_forwards_are_pushed_to_the_endpoint(
-    dc_node: Node, med: str, endpoint: Endpoint
+    dc_app: AppNode, med: str, endpoint: Endpoint
 ) -> None:
-    wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+    wallet = await _wallet_with_endpoint(dc_app, med, endpoint)
     grant_request = wallet.message("coordinate-mediation/1.0/mediate-request", route=None)
     assert await wallet.send(grant_request) is None
     await until(lambda: len(endpoint.received) == 1)
@@ -153,7 +188,7 @@ async def test_handshake_mediation_and_forwards_are_pushed_to_the_endpoint(
 
     sender = Sender(med)
     for n in range(5):
-        await sender.send_to(key, {"n": n}, dc_node.base)
+        await sender.send_to(key, {"n": n}, dc_app.base, client=wallet.web)
     await until(lambda: len(endpoint.received) == 5)
     assert [opened(wallet, b)["n"] for b in endpoint.received] == [0, 1, 2, 3, 4]
     assert endpoint.content_types == {"application/didcomm-envelope-enc"}
@@ -164,13 +199,13 @@ async def test_handshake_mediation_and_forwards_are_pushed_to_the_endpoint(
 
 
 async def test_failed_pushes_stay_queued_are_retried_and_can_be_picked_up(
-    dc_node: Node, med: str, endpoint: Endpoint
+    dc_app: AppNode, med: str, endpoint: Endpoint, push_redis: RedisClient
 ) -> None:
-    wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+    wallet = await _wallet_with_endpoint(dc_app, med, endpoint)
     endpoint.status = 503  # the agent is down for a while
     await wallet.mediate_request()  # over the return route: answers come back directly
     key = await wallet.register_key()
-    await Sender(med).send_to(key, {"n": "first"}, dc_node.base)
+    await Sender(med).send_to(key, {"n": "first"}, dc_app.base, client=wallet.web)
     await until(lambda: endpoint.refused >= 2, timeout=10)  # retried with backoff
     # Meanwhile it is still available for pickup, once.
     status = await wallet.status()
@@ -178,20 +213,20 @@ async def test_failed_pushes_stay_queued_are_retried_and_can_be_picked_up(
     endpoint.status = 200
     await until(lambda: len(endpoint.received) == 1, timeout=10)
     assert opened(wallet, endpoint.received[0])["n"] == "first"
-    await asyncio.sleep(1.5)  # no second copy arrives
+    await until(lambda: push_idle(push_redis, wallet.verkey))  # no second copy comes
     assert len(endpoint.received) == 1
     assert (await wallet.status())["message_count"] == 0
     await wallet.close()
 
 
 async def test_a_message_picked_up_while_the_endpoint_is_down_is_not_pushed_later(
-    dc_node: Node, med: str, endpoint: Endpoint
+    dc_app: AppNode, med: str, endpoint: Endpoint, push_redis: RedisClient
 ) -> None:
-    wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+    wallet = await _wallet_with_endpoint(dc_app, med, endpoint)
     endpoint.status = 500
     await wallet.mediate_request()
     key = await wallet.register_key()
-    await Sender(med).send_to(key, {"n": 1}, dc_node.base)
+    await Sender(med).send_to(key, {"n": 1}, dc_app.base, client=wallet.web)
     await until(lambda: endpoint.refused >= 1, timeout=10)
     # Picked up between two retries (while a retry posts it, it is handed out to that push).
     ids: list[str] = []
@@ -205,14 +240,14 @@ async def test_a_message_picked_up_while_the_endpoint_is_down_is_not_pushed_late
     assert len(ids) == 1
     await wallet.messages_received(ids)
     endpoint.status = 200
-    await asyncio.sleep(2.5)  # retries find nothing left
+    await until(lambda: push_idle(push_redis, wallet.verkey))  # retries find nothing left
     assert endpoint.received == []
     await wallet.close()
 
 
-async def test_unreachable_endpoint_does_not_hold_up_the_sender(dc_node: Node, med: str) -> None:
+async def test_unreachable_endpoint_does_not_hold_up_the_sender(dc_app: AppNode, med: str) -> None:
     dead = f"http://127.0.0.1:{free_port()}/"  # nothing listens here
-    wallet = Peer(dc_node.base, med)
+    wallet = Peer(dc_app, med)
     request = wallet.message(
         "didexchange/1.1/request", label="gone", did=numalgo2_did(wallet.keys, [dead])
     )
@@ -220,11 +255,11 @@ async def test_unreachable_endpoint_does_not_hold_up_the_sender(dc_node: Node, m
     assert response["@type"].endswith("/response")
     await wallet.mediate_request()
     key = await wallet.register_key()
-    async with httpx.AsyncClient() as client:
+    async with dc_app.client() as client:
         started = asyncio.get_running_loop().time()
         data = Sender(med).wrap(key, {"n": 1})
         answer = await client.post(
-            dc_node.base + "/",
+            "/",
             content=data,
             headers={"content-type": "application/didcomm-envelope-enc"},
         )
@@ -274,7 +309,7 @@ async def test_a_push_another_node_began_is_retried_by_a_worker_after_it_dies(
     x = _node_without_worker(dc_node)
     await asyncio.to_thread(x.start)
     try:
-        wallet = await _wallet_with_endpoint(x, med, endpoint)
+        wallet = await _wallet_with_endpoint(x.base, med, endpoint)
         endpoint.status = 503
         await wallet.mediate_request()
         key = await wallet.register_key()
@@ -299,7 +334,7 @@ async def test_a_node_that_dies_mid_post_leaves_its_push_to_a_worker(
     x = _node_without_worker(dc_node)
     await asyncio.to_thread(x.start)
     try:
-        wallet = await _wallet_with_endpoint(x, med, endpoint)
+        wallet = await _wallet_with_endpoint(x.base, med, endpoint)
         await wallet.mediate_request()
         key = await wallet.register_key()
         held = endpoint.hold = asyncio.Event()  # the post arrives; its answer does not
@@ -325,28 +360,30 @@ async def test_a_node_that_dies_mid_post_leaves_its_push_to_a_worker(
 
 
 async def test_forwards_through_two_nodes_are_pushed_in_queue_order(
-    dc_node: Node, med: str, endpoint: Endpoint
+    dc_app: AppNode, med: str, endpoint: Endpoint, push_redis: RedisClient
 ) -> None:
     """Forwards for one pushed connection arrive alternately at two nodes while a slow
     endpoint takes each post: one pusher at a time, so the endpoint gets them in order."""
-    other = Node(dc_node.env["MEDIATOR_REDIS_URL"], **ALLOW_LOOPBACK)
-    await asyncio.to_thread(other.start)
+    other = await AppNode(dc_app.redis_url, "push-other", **ALLOW_LOOPBACK_SETTINGS).start()
+    other_http = other.client()
     try:
-        wallet = await _wallet_with_endpoint(dc_node, med, endpoint)
+        wallet = await _wallet_with_endpoint(dc_app, med, endpoint)
         await wallet.mediate_request()
         key = await wallet.register_key()
         endpoint.delay = 0.03
         sender = Sender(med)
         count = 40
         for n in range(count):  # each 202 comes before the next send: the queue's order
-            await sender.send_to(key, {"n": n}, (dc_node, other)[n % 2].base)
+            node, http = ((dc_app, wallet.web), (other, other_http))[n % 2]
+            await sender.send_to(key, {"n": n}, node.base, client=http)
         await until(lambda: len(endpoint.received) >= count, timeout=20)
-        await asyncio.sleep(0.5)  # nothing more comes
+        await until(lambda: push_idle(push_redis, wallet.verkey))  # nothing more comes
         assert [opened(wallet, b)["n"] for b in endpoint.received] == list(range(count))
         assert (await wallet.status())["message_count"] == 0
         await wallet.close()
     finally:
-        other.stop()
+        await other_http.aclose()
+        await other.stop()
 
 
 async def test_a_forward_seen_just_as_a_push_ends_is_pushed(
@@ -356,9 +393,13 @@ async def test_a_forward_seen_just_as_a_push_ends_is_pushed(
     found the queue empty and let its lease go) is pushed all the same: it is not left
     queued until some later forward. ACA-Py in CI once waited a minute for its fifth
     message this way."""
-    settings = Settings(outbound_allow="127.0.0.0/8")
-    mailbox = Mailbox(engine, settings, routed=False)
-    pusher = Pusher(redis_client, MediationStore(redis_client, RouteCache(1.0)), mailbox, settings)
+    settings = Settings.of(outbound_allow="127.0.0.0/8")
+    limits = settings.limits
+    mailbox = Mailbox(
+        engine, settings.queue, forwards_per_second=limits.forwards_per_second, routed=False
+    )
+    store = MediationStore(redis_client, RouteCache(1.0))
+    pusher = Pusher(redis_client, store, mailbox, settings.push, settings.outbound)
     connection = uuid.uuid4().hex
     services = (Service(endpoint.url, recipient_keys=("k",), routing_keys=()),)
     try:

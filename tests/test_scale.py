@@ -1,5 +1,5 @@
 """The scale benchmark's small form, as a check of behaviour (never of timing): 20,000
-recipients made by the bulk loader (bench/bulk_load.py), a node on them and a few hundred
+recipients made by the bulk loader (bench/support/bulk_load.py), a node on them and a few hundred
 idle live sockets.
 
 - the loader leaves what a real wallet leaves (the same keys, fields and kinds of value);
@@ -14,9 +14,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +22,9 @@ import pytest
 import redis.asyncio as aioredis
 from websockets.asyncio.client import ClientConnection
 
+from bench.support.bulk_load import Plan, load
+from bench.support.fleet import open_live
+from bench.support.redis_probes import script_names
 from mediator.client import mediator_key
 from mediator.didcomm.identity import connection_key
 from mediator.engine import keys
@@ -35,11 +36,6 @@ from mediator.storage.target import Mode, parse
 from tests.didcomm_peer import Peer
 from tests.eventually import eventually
 from tests.servers import Node, RedisUnderTest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from bulk_load import Plan, load
-from scale_clients import open_live
-from scale_redis import script_names
 
 RECIPIENTS = 20_000
 SOCKETS = 300
@@ -295,13 +291,13 @@ async def test_nothing_due_means_no_upkeep(scale: Scale, sockets: list[ClientCon
 async def test_metrics_totals_equal_a_recount(scale: Scale) -> None:
     counted = (await recount(scale.redis, range(keys.SHARDS)))["didcomm"]
     expected = {
-        'mediator_queues{queue_namespace="didcomm"}': counted.values["q"],
+        'mediator_queues{queue_namespace="didcomm"}': counted.queues,
         'mediator_queue_messages{queue_namespace="didcomm",state="visible"}': counted.visible,
         'mediator_queue_messages{queue_namespace="didcomm",state="in_flight"}': counted.values[
             "fl"
         ],
-        'mediator_queue_messages{queue_namespace="didcomm",state="delayed"}': counted.values["d"],
-        'mediator_queue_bytes{queue_namespace="didcomm"}': counted.values["b"],
+        'mediator_queue_messages{queue_namespace="didcomm",state="delayed"}': counted.delayed,
+        'mediator_queue_bytes{queue_namespace="didcomm"}': counted.stored_bytes,
     }
 
     def shown(m: dict[str, float]) -> dict[str, float]:
@@ -309,8 +305,8 @@ async def test_metrics_totals_equal_a_recount(scale: Scale) -> None:
 
     found = await eventually(scale.metrics, lambda m: shown(m) == expected, within=10)
     assert shown(found) == expected
-    assert counted.values["q"] == RECIPIENTS + scale.wallets
-    assert counted.values["n"] == scale.plan.total_messages()
+    assert counted.queues == RECIPIENTS + scale.wallets
+    assert counted.stored == scale.plan.total_messages()
 
 
 async def test_sigterm_with_sockets_open_drains_and_exits(

@@ -18,7 +18,8 @@ import redis
 from mediator.didcomm.keys import KeyPair
 from mediator.errors import ConfigError
 from mediator.ops import redact
-from mediator.settings import Settings, url_with_password
+from mediator.settings import Settings
+from mediator.settings.storage import url_with_password
 from mediator.storage.target import parse as parse_target
 from tests.didcomm_peer import Peer, forward, mediator_key
 from tests.servers import Node, start_binary_server
@@ -145,7 +146,7 @@ def test_help_shows_no_secret_even_when_it_is_set() -> None:
 
 
 def test_settings_never_show_secrets_in_their_repr() -> None:
-    settings = Settings(
+    settings = Settings.of(
         redis_url="redis://db.internal:6379/0",
         redis_password=PASSWORD,
         key_seed=SEED,
@@ -156,7 +157,7 @@ def test_settings_never_show_secrets_in_their_repr() -> None:
     for secret in (SEED, TOKEN, "redis-pass", "hook-secret-value"):
         assert secret not in shown
     with pytest.raises(ConfigError, match="needs --redis-url"):
-        Settings(redis_password=PASSWORD)
+        Settings.of(redis_password=PASSWORD)
 
 
 @pytest.mark.parametrize(
@@ -177,18 +178,18 @@ def test_the_password_goes_into_every_kind_of_url(url: str, expected: str) -> No
 
 
 def test_sentinel_auth_sends_the_password_to_the_sentinels_too() -> None:
-    settings = Settings(
+    settings = Settings.of(
         redis_url="redis+sentinel://s1:26379,s2/mymaster/1?sentinel_password=old",
         redis_password="p@ss",
         redis_sentinel_auth=True,
     )
-    target = parse_target(settings.redis_url)
+    target = parse_target(settings.redis.url)
     assert (target.password, target.sentinel_password) == ("p@ss", "p@ss")
     assert (target.service, target.db) == ("mymaster", 1)
     with pytest.raises(ConfigError, match="needs a redis\\+sentinel"):
-        Settings(redis_url="redis://db:6379/0", redis_password="x", redis_sentinel_auth=True)
+        Settings.of(redis_url="redis://db:6379/0", redis_password="x", redis_sentinel_auth=True)
     with pytest.raises(ConfigError, match="give one"):
-        Settings(redis_url="redis+sentinel://s1/m", redis_sentinel_auth=True)
+        Settings.of(redis_url="redis+sentinel://s1/m", redis_sentinel_auth=True)
 
 
 def test_keys_and_dids_in_log_lines_become_keyed_hashes() -> None:

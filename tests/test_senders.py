@@ -5,11 +5,13 @@ their own (no node's worker settles or rechecks behind the tests' backs)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.errors import RateLimited
@@ -23,13 +25,14 @@ from mediator.mediation.senders import (
 )
 from mediator.settings import Settings
 from mediator.storage.clients import Backend, RedisClient
+from tests.eventually import eventually, until_redis_ms
 from tests.servers import RedisUnderTest
 
 pytestmark = pytest.mark.engine
 
 LIMIT = 1000
-SETTINGS = Settings(limit_sender_queued_bytes=LIMIT)
-CONFIG = QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
+SETTINGS = Settings.of(limit_sender_queued_bytes=LIMIT)
+CONFIG = QueueConfig(retention_ms=3_600_000, visibility_timeout_ms=30_000)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +89,8 @@ async def _listed(redis: RedisClient, sender: str) -> float | None:
 async def test_a_sender_stays_refused_while_over_and_is_let_go_once_under(
     engine: Engine, redis_client: RedisClient
 ) -> None:
-    books = SenderBooks(redis_client, engine.scripts, SETTINGS)
-    refusals = Refusals(redis_client, SETTINGS)
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
+    refusals = Refusals(redis_client, SETTINGS.limits)
     ref, other, sender = _queue(), _queue(), _sender()
     await _send(engine, ref, sender, [400, 400])
     await _send(engine, other, sender, [400])
@@ -111,15 +114,23 @@ async def test_a_sender_stays_refused_while_over_and_is_let_go_once_under(
     await _settle(books, ref, later)
     assert await _count(redis_client, sender) == 400
     assert await _listed(redis_client, sender) is None
-    await asyncio.sleep(REFRESH_SECONDS)  # the node reads the list again
-    await refusals.check(sender)  # nothing raised
+
+    async def refused() -> bool:
+        try:
+            await refusals.check(sender)
+        except RateLimited:
+            return True
+        return False
+
+    # Once the node reads the list again (every REFRESH_SECONDS): nothing raised.
+    assert not await eventually(refused, lambda r: not r, within=REFRESH_SECONDS + 5)
     assert sender not in refusals.until
 
 
 async def test_a_settle_cut_off_after_taking_is_finished_by_the_next(
     engine: Engine, redis_client: RedisClient
 ) -> None:
-    books = SenderBooks(redis_client, engine.scripts, SETTINGS)
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
     ref, sender = _queue(), _sender()
     shard = keys.queue_keys(ref.qualified).shard
     books_keys = [keys.shard_senders(shard), keys.shard_senders_changed(shard)]
@@ -148,12 +159,10 @@ async def test_a_settle_cut_off_after_taking_is_finished_by_the_next(
 async def test_a_deleted_queue_and_an_expired_message_give_their_bytes_back(
     engine: Engine, redis_client: RedisClient
 ) -> None:
-    books = SenderBooks(redis_client, engine.scripts, SETTINGS)
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
     ref, short, sender = _queue(), _queue(), _sender()
     await _send(engine, ref, sender, [300, 300])
-    await engine.create_queue(
-        short, QueueConfig(retention_seconds=1, visibility_timeout_seconds=30)
-    )
+    await engine.create_queue(short, QueueConfig(retention_ms=50, visibility_timeout_ms=30_000))
     await engine.send(short, [SendMessage(b"y" * 250, sender=sender)])
     now = await _now(redis_client)
     await _settle(books, ref, now)
@@ -163,11 +172,114 @@ async def test_a_deleted_queue_and_an_expired_message_give_their_bytes_back(
     await _settle(books, ref, now)
     assert await _count(redis_client, sender) == 250
     # Past its retention, the receive that finds it purges it.
-    await asyncio.sleep(1.1)
+    await until_redis_ms(redis_client, now + 50)
     assert (await engine.receive(short, 1)).messages == []
     await _settle(books, short, await _now(redis_client))
     assert await _count(redis_client, sender) == 0
     assert not await redis_client.exists(keys.sender_queued(sender))
+
+
+class _RacedPipeline(Pipeline):
+    def __init__(self, client: ListingRaced, transaction: bool, shard_hint: str | None) -> None:
+        super().__init__(client.connection_pool, client.response_callbacks, transaction, shard_hint)
+        self.client = client
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        await self.client.before([args for args, _ in self.command_stack])
+        return await super().execute(raise_on_error)
+
+
+class ListingRaced(Redis):
+    """A real client on the module's storage that runs `race` once, just before the first
+    command that writes a sender into keys.senders_over (ZADD): another worker's steps,
+    landing between the books' reading of a count and their listing of the sender."""
+
+    def __init__(self, redis: RedisClient, race: Callable[[], Awaitable[None]]) -> None:
+        assert isinstance(redis, Redis)
+        super().__init__(connection_pool=redis.connection_pool)
+        self.race = race
+        self.raced = False
+
+    async def before(self, commands: list[tuple[Any, ...]]) -> None:
+        listing = any(str(c[0]).upper() == "ZADD" and c[1] == keys.senders_over() for c in commands)
+        if listing and not self.raced:
+            self.raced = True
+            await self.race()
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        await self.before([args])
+        return await super().execute_command(*args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return _RacedPipeline(self, transaction, shard_hint)
+
+
+async def _not_refused(redis: RedisClient, sender: str) -> bool:
+    """What a node that reads the list now answers the sender's forwards."""
+    try:
+        await Refusals(redis, SETTINGS.limits).check(sender)
+    except RateLimited:
+        return False
+    return True
+
+
+async def test_a_recheck_does_not_list_again_a_sender_a_settle_let_go_meanwhile(
+    engine: Engine, redis_client: RedisClient
+) -> None:
+    """The recheck reads the count (over), the settle of the recipient's pickup unlists
+    the sender (under), then the recheck writes: the sender stays let go."""
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
+    ref, sender = _queue(), _sender()
+    await _send(engine, ref, sender, [600, 600])
+    now = await _now(redis_client)
+    await _settle(books, ref, now)
+    assert await _listed(redis_client, sender) == now + OVER_MS
+    got = await engine.receive(ref, 1)
+    await engine.acknowledge(ref, [m.message_id for m in got.messages])
+
+    async def pickup_settled() -> None:
+        await _settle(books, ref, now + 1)
+        assert await _count(redis_client, sender) == 600
+        assert await _listed(redis_client, sender) is None
+
+    racing = ListingRaced(redis_client, pickup_settled)
+    await SenderBooks(racing, engine.scripts, SETTINGS.limits, SETTINGS.queue).recheck(now + 2)
+    assert racing.raced
+    assert await _listed(redis_client, sender) is None
+    assert await _not_refused(redis_client, sender)
+
+
+async def test_a_settle_does_not_list_a_sender_another_shard_s_settle_let_go_meanwhile(
+    engine: Engine, redis_client: RedisClient
+) -> None:
+    """Two workers settle a sender's two shards at once: one copies a total that leaves
+    the sender over, the other one that takes it under and unlists it, then the first
+    lists it: the sender ends up let go."""
+    books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
+    ref, other, sender = _queue(), _queue(), _sender()
+    while keys.queue_keys(other.qualified).shard == keys.queue_keys(ref.qualified).shard:
+        other = _queue()
+    await _send(engine, ref, sender, [100, 500])
+    await _send(engine, other, sender, [600])
+    now = await _now(redis_client)
+    await _settle(books, ref, now)
+    await _settle(books, other, now)
+    assert await _count(redis_client, sender) == 1200
+    for queue in (ref, other):  # the 100 of `ref` and the 600 of `other`
+        got = await engine.receive(queue, 1)
+        await engine.acknowledge(queue, [m.message_id for m in got.messages])
+
+    async def other_settled() -> None:
+        await _settle(books, other, now + 1)
+        assert await _count(redis_client, sender) == 500
+        assert await _listed(redis_client, sender) is None
+
+    racing = ListingRaced(redis_client, other_settled)
+    await _settle(SenderBooks(racing, engine.scripts, SETTINGS.limits, SETTINGS.queue), ref, now)
+    assert racing.raced
+    assert await _count(redis_client, sender) == 500
+    assert await _listed(redis_client, sender) is None
+    assert await _not_refused(redis_client, sender)
 
 
 def test_a_tag_is_the_same_on_every_node_and_hides_the_address() -> None:

@@ -67,7 +67,11 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
                 asyncio.create_task(send_until(h, "through-failover", stop, on_accepted, str(i)))
                 for i, h in enumerate([http_a, http_b])
             ]
-            await asyncio.sleep(1.0)
+            for _ in range(300):  # the traffic flows before the primary goes
+                if len(accepted) >= 20:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(accepted) >= 20, "no sends accepted before the failover"
             old = sentinels.primary()
             killed_at = loop.time()
             new = await asyncio.to_thread(sentinels.kill_primary_and_wait_for_failover)

@@ -12,9 +12,11 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
 from mediator.embedded import default_binary
+from mediator.engine import keys
 from mediator.errors import ConfigError
 from mediator.storage.clients import Backend
 from mediator.storage.target import Mode, parse
+from tests.eventually import eventually
 from tests.mqs_client import create, receive, send
 from tests.servers import Node
 from tests.topologies import ServerProcess
@@ -99,18 +101,23 @@ async def test_a_node_on_a_unix_socket_serves_and_wakes_long_polls(tmp_path: Pat
         default_binary(), tmp_path / "data", "--unixsocket", str(socket), "--unixsocketperm", "700"
     ).start()
     node = Node(f"unix://{socket}?db=0")
+    backend = Backend(f"unix://{socket}?db=0")
     try:
         await asyncio.to_thread(node.start)
+        await backend.start()
+        waiters = keys.queue_keys("mqs:over-a-socket").waiters
         async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
             await create(http, "over-a-socket")
             loop = asyncio.get_running_loop()
             started = loop.time()
             poll = asyncio.create_task(receive(http, "over-a-socket", wait=10))
-            await asyncio.sleep(0.3)  # the long poll waits
+            # The long poll waits: the node is marked as waiting on the queue.
+            assert await eventually(lambda: backend.client.exists(waiters), bool, within=5)
             await send(http, "over-a-socket", b"woken")
             [part] = await poll
             assert part.body == b"woken"
             assert loop.time() - started < 1.5  # a wake-up, not the 2 s re-check
     finally:
+        await backend.aclose()
         node.stop()
         server.stop()

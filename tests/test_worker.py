@@ -197,14 +197,14 @@ async def _wait_async(predicate, within: float, interval: float = 0.1):  # type:
 async def test_workers_purge_and_promote_without_any_receive(
     upkeep_workers: list[WorkerProcess], upkeep_engine: Engine
 ):
-    short = QueueRef("mqs", "retention-1s")
-    delayed = QueueRef("mqs", "delay-1s")
+    short = QueueRef("mqs", "retention-200ms")
+    delayed = QueueRef("mqs", "delay-200ms")
     await upkeep_engine.create_queue(
-        short, QueueConfig(retention_seconds=1, visibility_timeout_seconds=30)
+        short, QueueConfig(retention_ms=200, visibility_timeout_ms=30_000)
     )
     await upkeep_engine.create_queue(
         delayed,
-        QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30, delay_seconds=1),
+        QueueConfig(retention_ms=3_600_000, visibility_timeout_ms=30_000, delay_ms=200),
     )
     await upkeep_engine.send(short, [SendMessage(b"old-%d" % i) for i in range(3)])
     await upkeep_engine.send(delayed, [SendMessage(b"later-%d" % i) for i in range(2)])
@@ -236,7 +236,7 @@ async def test_the_audit_repairs_what_a_crash_left_and_due_work_follows_the_sche
     between two steps or an older version would leave them, and the workers' audit and
     schedule put them right."""
     r = redis.Redis.from_url(upkeep_url)
-    long = QueueConfig(retention_seconds=3600, visibility_timeout_seconds=30)
+    long = QueueConfig(retention_ms=3_600_000, visibility_timeout_ms=30_000)
     real = [QueueRef("mqs", f"real-{i}") for i in range(4)]
     for ref in real:
         await upkeep_engine.create_queue(ref, long)

@@ -5,6 +5,10 @@ starts anything else there fails at once, saying so, instead of slowing the tier
 A test is in the full tier when it is marked `full` (its module's `pytestmark`), carries
 one of the markers of real peers or images (interop, image), or uses a fixture that starts
 a `mediator serve` process (conftest's node_a, node_b, dc_node and what builds on them).
+
+Under xdist (`make test`), a module's tests run on one worker, so that its module-scoped
+servers start once, and the modules that run Spark share one worker, one JVM at a time
+(`ModuleGroups`).
 """
 
 from __future__ import annotations
@@ -18,8 +22,19 @@ import pytest
 
 FAST = os.environ.get("MEDIATOR_TEST_TIER", "") == "fast"
 FULL_MARKERS = ("full", "interop", "image")
-PROCESS_FIXTURES = frozenset({"node_a", "node_b", "dc_node", "med", "peer"})
+PROCESS_FIXTURES = frozenset({"node_a", "node_b", "dc_node"})
 SERVER_BINARIES = ("valkey-server", "redis-server")
+# The modules that start Spark jobs (a JVM each, 1-2 GB and both cores while it plans): one
+# worker runs them all, one after the other.
+SPARK_MODULES = frozenset(
+    {
+        "tests/capacity/test_bad_input.py",
+        "tests/capacity/test_report_browser.py",
+        "tests/capacity/test_report_figures.py",
+        "tests/capacity/test_snapshot.py",
+        "tests/kube/test_pods_run.py",
+    }
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
@@ -56,3 +71,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     controller = dist != "no" and "PYTEST_XDIST_WORKER" not in os.environ
     if FAST and not controller:
         subprocess.Popen.__init__ = _guarded_popen(subprocess.Popen.__init__)  # type: ignore[method-assign]
+
+
+def module_group(nodeid: str) -> str:
+    """The unit of work a test belongs to under xdist: its module, or the Spark modules'."""
+    module = nodeid.split("::", 1)[0]
+    return "spark" if module in SPARK_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` with the Spark modules as one unit. (xdist's own `loadgroup` renames
+    node ids, which pytest 9.2's items no longer take: it would spread a group.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return module_group(nodeid)
+
+    return ModuleGroups(config, log)

@@ -4,83 +4,16 @@ all on loopback ports, each server with its append-only file on."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import redis
 from redis.crc import key_slot
 
-from mediator.embedded import default_binary, die_with_parent, free_port
+from bench.support import topology
+from bench.support.topology import DATA_ARGS, ServerProcess
+from bench.support.topology import wait_for as _wait
+from mediator.embedded import default_binary
 
-
-def _wait(what: str, ok: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if ok():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-class ServerProcess:
-    """One server process on a free loopback port, its files in `folder`."""
-
-    def __init__(self, binary: str, folder: Path, *args: str, port: int = 0) -> None:
-        self.binary = binary
-        self.folder = folder
-        self.port = port or free_port()
-        self.args = list(args)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ServerProcess:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                *self.args,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--dir",
-                str(self.folder),
-                "--logfile",
-                str(self.folder / "server.log"),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,  # no server outlives a test run that was killed
-        )
-        _wait(f"{self.binary} on {self.port}", lambda: self.client().ping())
-        return self
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_connect_timeout=1, socket_timeout=5)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+__all__ = ["DATA_ARGS", "LocalCluster", "SentinelSet", "ServerProcess", "replicas_online"]
 
 
 def replicas_online(primary: ServerProcess) -> int:
@@ -91,9 +24,6 @@ def replicas_online(primary: ServerProcess) -> int:
         for k, v in info.items()
         if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
     )
-
-
-DATA_ARGS = ("--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction")
 
 
 class SentinelSet:
@@ -159,7 +89,7 @@ class SentinelSet:
         """SIGKILL the primary; returns the replica the sentinels promoted."""
         old = self.primary()
         old.kill()
-        _wait("a failover", lambda: self.primary_port() != old.port, timeout=30)
+        _wait("a failover", lambda: self.primary_port() != old.port, limit_s=30)
         new = self.primary()
         _wait("the new primary", lambda: new.client().info("replication")["role"] == "master")
         return new
@@ -172,57 +102,9 @@ class SentinelSet:
             process.stop()
 
 
-class LocalCluster:
-    """A Redis Cluster of `primaries` primaries (no replicas), the slots split evenly."""
-
-    SLOTS = 16384
-
-    def __init__(self, root: Path, binary: str = "", *, primaries: int = 3) -> None:
-        self.binary = binary or default_binary()
-        self.bus_ports = [free_port() for _ in range(primaries)]  # not port + 10000: > 65535
-        self.nodes = [
-            ServerProcess(
-                self.binary,
-                root / f"node-{i}",
-                *DATA_ARGS,
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "2000",
-                "--cluster-port",
-                str(bus),
-            )
-            for i, bus in enumerate(self.bus_ports)
-        ]
-
-    @property
-    def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-
-    def start(self) -> LocalCluster:
-        for node in self.nodes:
-            node.start()
-        share = self.SLOTS // len(self.nodes)
-        for i, node in enumerate(self.nodes):
-            last = self.SLOTS - 1 if i == len(self.nodes) - 1 else (i + 1) * share - 1
-            node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
-        first = self.nodes[0].client()
-        for node, bus in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
-            first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
-        _wait("the cluster to form", self._formed, timeout=30)
-        return self
-
-    def _formed(self) -> bool:
-        for node in self.nodes:
-            info = node.client().execute_command("CLUSTER", "INFO").decode()
-            fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
-            if fields.get("cluster_state") != "ok" or fields.get("cluster_known_nodes") != str(
-                len(self.nodes)
-            ):
-                return False
-        return True
+class LocalCluster(topology.LocalCluster):
+    """The benchmarks' Redis Cluster (bench/support/topology.py) with what the tests do to
+    it: flush, kill and restart its primaries, and move a key's slot."""
 
     def flushall(self) -> None:
         for node in self.nodes:
@@ -236,7 +118,7 @@ class LocalCluster:
         """Start the killed nodes again on their ports and files: the cluster re-forms."""
         for node in self.nodes:
             node.start()
-        _wait("the cluster to form again", self._formed, timeout=30)
+        _wait("the cluster to form again", self.formed, limit_s=30)
 
     def owner(self, key: str) -> ServerProcess:
         """The primary serving `key`'s slot, as the cluster says (CLUSTER SLOTS)."""
@@ -261,7 +143,3 @@ class LocalCluster:
             )
         for node in self.nodes:
             node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
-
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 
 from mediator.engine import keys
+from mediator.engine.model import CREATED_FIELD, QueueRef
+from mediator.engine.replies import AuditReply
 from mediator.engine.scripts import Scripts
 from mediator.storage.clients import RedisClient
 
@@ -102,32 +104,31 @@ class Audit:
     async def _page(self, shard: int, namespace: str, names: list[str]) -> int:
         script_keys = []
         for name in names:
-            script_keys += keys.queue_keys(f"{namespace}:{name}").all
-        r = await self.scripts.call("audit", script_keys, [namespace, *names])
-        checked, orphans, schedules, oldest, empties = (int(v) for v in r[:5])
-        self.checked += checked
-        self.repaired["orphan_registry"] += orphans
-        self.repaired["schedule"] += schedules
-        self.repaired["oldest"] += oldest
-        self.repaired["empty_stream"] += empties
-        if orphans or schedules or oldest or empties:
+            script_keys += keys.queue_keys(QueueRef(namespace, name).qualified).all
+        r = AuditReply.decode(await self.scripts.call("audit", script_keys, [namespace, *names]))
+        self.checked += r.checked
+        self.repaired["orphan_registry"] += r.orphan_registry
+        self.repaired["schedule"] += r.schedules
+        self.repaired["oldest"] += r.oldest
+        self.repaired["empty_stream"] += r.empty_streams
+        if r.repaired:
             log.info(
                 "audit repaired shard %d (%s): %d registry entries without a queue, %d "
                 "schedules, %d oldest entries, %d empty streams",
                 shard,
                 namespace,
-                orphans,
-                schedules,
-                oldest,
-                empties,
+                r.orphan_registry,
+                r.schedules,
+                r.oldest,
+                r.empty_streams,
             )
         if namespace == keys.MQS_NAMESPACE:
-            gone = {_text(n) for n in r[5:]}
+            gone = set(r.gone)
             listed = [n for n in names if n not in gone]
             if listed:
                 added = await self.redis.zadd(keys.mqs_names(), dict.fromkeys(listed, 0), nx=True)
                 self.repaired["listing"] += int(added or 0)
-        return checked
+        return r.checked
 
     async def _finish_pass(self, partition: int, cursor: Cursor) -> None:
         """A pass over the partition is done; partition 0's holder also checks the listing."""
@@ -149,7 +150,8 @@ class Audit:
                 return
             pipe = self.redis.pipeline(transaction=False)
             for name in names:
-                pipe.hexists(keys.queue_keys(f"mqs:{name}").cfg, "created")
+                qualified = QueueRef(keys.MQS_NAMESPACE, name).qualified
+                pipe.hexists(keys.queue_keys(qualified).cfg, CREATED_FIELD)
             gone = [n for n, there in zip(names, await pipe.execute(), strict=True) if not there]
             if gone:
                 await self.redis.zrem(keys.mqs_names(), *gone)

@@ -7,18 +7,18 @@ import time
 from pathlib import Path
 
 from mediator.errors import ConfigError
-from mediator.settings import Settings
+from mediator.settings import WorkerSettings
 from mediator.storage.clients import STORAGE_ERRORS, Backend
 
 
-def check(settings: Settings, redis_url: str) -> tuple[bool, str]:
+def check(settings: WorkerSettings, redis_url: str) -> tuple[bool, str]:
     """Healthy when the worker ticked recently and Redis answers."""
-    path = Path(settings.worker_health_file)
+    path = Path(settings.health_file)
     try:
         stamp = float(path.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return False, f"no worker heartbeat in {path}"
-    allowed = max(10.0, 3 * settings.worker_tick_seconds, settings.lease_seconds)
+    allowed = max(10.0, 3 * settings.tick_seconds, settings.lease_seconds)
     age = time.time() - stamp
     if age > allowed:
         return False, f"last worker tick {age:.1f} s ago (allowed {allowed:.0f} s)"

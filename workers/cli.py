@@ -31,22 +31,22 @@ def worker(check: bool, **options: Any) -> None:
     if check:
         from workers.check import check as run_check
 
-        if not settings.redis_url:
+        if not settings.redis.url:
             click.echo("unhealthy: --check needs --redis-url / MEDIATOR_REDIS_URL", err=True)
             sys.exit(1)
-        ok, text = run_check(settings, settings.redis_url)
+        ok, text = run_check(settings.worker, settings.redis.url)
         click.echo(text)
         sys.exit(0 if ok else 1)
-    if not settings.redis_url:
+    if not settings.redis.url:
         fail("mediator worker needs --redis-url / MEDIATOR_REDIS_URL")
     from mediator.ops import allocator, logs
     from mediator.storage.target import parse as parse_redis_url
 
     try:
-        parse_redis_url(settings.redis_url)
+        parse_redis_url(settings.redis.url)
     except ConfigError as exc:
         fail(exc)
-    logs.configure(settings.log_level, settings.resolved_node_id)
+    logs.configure(settings.node.log_level, settings.node.resolved_id)
     allocator.tune()
     try:
         asyncio.run(_run(settings))
@@ -56,15 +56,39 @@ def worker(check: bool, **options: Any) -> None:
 
 async def _run(settings: Settings) -> None:
     from mediator import runtime
+    from mediator.cluster.presence import Presence
+    from mediator.mediation.mailbox import Mailbox
+    from mediator.mediation.push import Pusher
+    from mediator.mediation.senders import SenderBooks
+    from mediator.mediation.store import MediationStore
+    from mediator.notify.notifier import Notifier
     from mediator.ops.metrics import Metrics
     from workers.runner import Worker
 
-    rt = await runtime.start(settings, settings.redis_url)
+    rt = await runtime.start(settings, settings.redis.url)
     metrics = Metrics(worker=True)
-    endpoint = (
-        metrics.serve(settings.worker_metrics_listen) if settings.worker_metrics_listen else None
+    listen = settings.worker.metrics_listen
+    endpoint = metrics.serve(listen) if listen else None
+    redis, node = rt.redis, settings.node
+    limits = settings.limits
+    mailbox = Mailbox(rt.engine, settings.queue, forwards_per_second=limits.forwards_per_second)
+    pusher = Pusher(
+        redis, MediationStore(redis), mailbox, settings.push, settings.outbound, metrics
     )
-    upkeep = Worker(settings, rt.redis, rt.engine, metrics=metrics)
+    notifier = Notifier(
+        redis,
+        mailbox,
+        # Only read here (who holds a connection's live socket), never held.
+        Presence(redis, node.resolved_id, node.presence_seconds, 0.0),
+        settings.notify,
+        settings.push,
+        settings.outbound,
+        metrics,
+    )
+    senders = SenderBooks(redis, rt.engine.scripts, limits, settings.queue)
+    upkeep = Worker(
+        settings.worker, node.resolved_id, redis, rt.engine, pusher, notifier, senders, metrics
+    )
     task = asyncio.create_task(upkeep.run(), name="worker")
 
     def stop() -> None:
@@ -76,6 +100,8 @@ async def _run(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop)
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    await pusher.aclose()
+    await notifier.aclose()
     if endpoint is not None:
         endpoint.shutdown()
     await rt.aclose()

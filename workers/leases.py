@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 
 from mediator.engine import keys
+from mediator.engine.replies import held_partitions
 from mediator.engine.scripts import Scripts
 
 
@@ -42,9 +43,10 @@ class Leases:
         self.held = []
 
     async def _call(self, op: str) -> list[int]:
-        held = await self.scripts.call(
-            "leases",
-            [keys.workers(), keys.leases()],
-            [self.worker_id, self.lease_ms, self.partitions, op],
+        return held_partitions(
+            await self.scripts.call(
+                "leases",
+                [keys.workers(), keys.leases()],
+                [self.worker_id, self.lease_ms, self.partitions, op],
+            )
         )
-        return sorted(int(p) for p in held)

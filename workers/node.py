@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
+from mediator.mediation.senders import SenderBooks
 from mediator.plugins import NodeParts
 from workers.runner import Worker
 
 
 def in_process_worker(parts: NodeParts) -> Worker | None:
-    settings = parts.runtime.settings
-    if not settings.in_process_worker:
-        return None
     runtime = parts.runtime
+    settings = runtime.settings
+    if not settings.worker.in_process:
+        return None
     return Worker(
-        settings, runtime.redis, runtime.engine, parts.pusher, parts.metrics, parts.notifier
+        settings.worker,
+        settings.node.resolved_id,
+        runtime.redis,
+        runtime.engine,
+        parts.pusher,
+        parts.notifier,
+        SenderBooks(runtime.redis, runtime.engine.scripts, settings.limits, settings.queue),
+        parts.metrics,
     )

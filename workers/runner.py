@@ -29,16 +29,13 @@ import time
 import uuid
 from pathlib import Path
 
-from mediator.cluster.presence import Presence
 from mediator.engine import Engine, keys
 from mediator.engine.books import read_shards, write_summary
-from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.senders import RECHECK_SECONDS, SenderBooks
-from mediator.mediation.store import MediationStore
 from mediator.notify.notifier import Notifier
 from mediator.ops.metrics import Metrics
-from mediator.settings import Settings
+from mediator.settings import WorkerSettings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 from workers.audit import PAGE as AUDIT_PAGE
 from workers.audit import Audit
@@ -55,41 +52,32 @@ class Worker:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: WorkerSettings,
+        node_id: str,
         redis: RedisClient,
         engine: Engine,
-        pusher: Pusher | None = None,
+        pusher: Pusher,
+        notifier: Notifier,
+        senders: SenderBooks,
         metrics: Metrics | None = None,
-        notifier: Notifier | None = None,
     ) -> None:
+        """`pusher`, `notifier`: for the push retries and phone notifications of the shards
+        it holds (a node's worker shares the node's; whoever made them closes them)."""
         self.settings = settings
         self.redis = redis
         self.engine = engine
         self.metrics = metrics
-        # Push retries of the shards it holds; a node's worker shares the node's pusher.
-        self.pusher = pusher or Pusher(
-            redis, MediationStore(redis), Mailbox(engine, settings), settings, metrics
-        )
-        self._own_pusher = pusher is None
-        # Phone notifications of the shards it holds; a node's worker shares the node's.
-        self.notifier = notifier or Notifier(
-            redis,
-            Mailbox(engine, settings),
-            # Only read here (who holds a connection's live socket), never held.
-            Presence(redis, settings.resolved_node_id, settings.presence_seconds, 0.0),
-            settings,
-            metrics,
-        )
-        self._own_notifier = notifier is None
-        self.senders = SenderBooks(redis, engine.scripts, settings)
+        self.pusher = pusher
+        self.notifier = notifier
+        self.senders = senders
         self._warned_unconfigured = False
-        self.id = f"{settings.resolved_node_id}-{uuid.uuid4().hex[:6]}"
-        self.partitions = settings.worker_partitions
+        self.id = f"{node_id}-{uuid.uuid4().hex[:6]}"
+        self.partitions = settings.partitions
         self.leases = Leases(
             engine.scripts, self.id, self.partitions, int(settings.lease_seconds * 1000)
         )
         self.audit = Audit(redis, engine.scripts, self.partitions)
-        self.health_file = Path(settings.worker_health_file)
+        self.health_file = Path(settings.health_file)
         self._clock_offset_ms = 0.0  # Redis time minus this host's, learnt at each balance
         self._next_balance = 0.0
         self._next_stats = 0.0
@@ -122,13 +110,9 @@ class Worker:
                     log.warning("worker tick failed: %s", exc, extra={"worker": self.id})
                 except Exception:  # a bug in one tick must not end the upkeep for good
                     log.exception("worker tick failed", extra={"worker": self.id})
-                await asyncio.sleep(self.settings.worker_tick_seconds)
+                await asyncio.sleep(self.settings.tick_seconds)
         finally:
             await self._release_all()
-            if self._own_pusher:
-                await self.pusher.aclose()
-            if self._own_notifier:
-                await self.notifier.aclose()
 
     async def tick(self) -> None:
         now = time.monotonic()

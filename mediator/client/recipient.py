@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
 import orjson
 
 from mediator.client.agent import Agent
@@ -23,7 +24,9 @@ from mediator.client.transports import (
     ClientError,
     HttpTransport,
     Transport,
+    WsConnector,
     WsTransport,
+    connect_websocket,
     fetch_invitation,
 )
 from mediator.didcomm import envelope
@@ -80,7 +83,8 @@ class Recipient(Agent):
     """A mediated agent bound to one transport.
 
     `transport` is an `HttpTransport` or `WsTransport`, or the mediator's base URL with
-    `kind` ("http" or "ws") saying which to make.
+    `kind` ("http" or "ws") saying which to make, through `client` or `connector` when given
+    (the transports' own: real sockets).
     """
 
     def __init__(
@@ -91,12 +95,18 @@ class Recipient(Agent):
         keys: KeyPair | None = None,
         *,
         timeout: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+        connector: WsConnector = connect_websocket,
     ) -> None:
         super().__init__(mediator, keys)
         if isinstance(transport, str):
             if kind not in ("http", "ws"):
                 raise ValueError(f"kind must be 'http' or 'ws', not {kind!r}")
-            transport = HttpTransport(transport) if kind == "http" else WsTransport(transport)
+            transport = (
+                HttpTransport(transport, client=client)
+                if kind == "http"
+                else WsTransport(transport, connector=connector)
+            )
         self.channel: Transport = transport
         self.kind: str = transport.kind
         self.timeout = timeout
@@ -111,13 +121,19 @@ class Recipient(Agent):
 
     @classmethod
     async def connect_to(
-        cls, base_url: str, transport: str = "http", keys: KeyPair | None = None
+        cls,
+        base_url: str,
+        transport: str = "http",
+        keys: KeyPair | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        connector: WsConnector = connect_websocket,
     ) -> Recipient:
         """A recipient connected (DID Exchange 1.1) to the mediator at `base_url`, whose
         key and invitation are read from `/invitation`."""
-        oob = (await fetch_invitation(base_url))["invitation"]
+        oob = (await fetch_invitation(base_url, client=client))["invitation"]
         mediator = did_key_to_verkey(oob["services"][0]["recipientKeys"][0])
-        recipient = cls(base_url, mediator, transport, keys)
+        recipient = cls(base_url, mediator, transport, keys, client=client, connector=connector)
         await recipient._open_channel()
         await recipient.exchange(oob)
         return recipient

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
+
 from mediator.client.agent import Agent
 from mediator.client.transports import HttpTransport, Transport, WsTransport
 from mediator.didcomm.forwarding import wrap
@@ -56,12 +58,14 @@ class Sender(Agent):
         transport: Transport | str,
         *,
         routing_keys: Sequence[str] = (),
+        client: httpx.AsyncClient | None = None,
     ) -> None:
-        """Send through the mediator (a transport, or its HTTP URL). Over HTTP a refused
-        forward raises ClientError; on a WebSocket refusals arrive as frames."""
+        """Send through the mediator (a transport, or its HTTP URL, reached through `client`
+        when given). Over HTTP a refused forward raises ClientError; on a WebSocket refusals
+        arrive as frames."""
         data = self.wrap(recipient_key, message, routing_keys=routing_keys)
         if isinstance(transport, str):
-            async with HttpTransport(transport) as http:
+            async with HttpTransport(transport, client=client) as http:
                 await http.send(data)
         elif isinstance(transport, WsTransport):
             if not transport.connected:

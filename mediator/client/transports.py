@@ -2,6 +2,10 @@
 
 Both are async context managers. `ClientError` is what the mediator refusing looks like:
 an HTTP 4xx/5xx, or a JSON error frame on a WebSocket.
+
+The network is pluggable: HTTP goes through any `httpx.AsyncClient` (`client=`), a WebSocket
+is opened by a `WsConnector` (`connector=`). The defaults are real sockets (httpx, and the
+`websockets` library); the test suites pass the app in their own process instead.
 """
 
 from __future__ import annotations
@@ -10,8 +14,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -99,6 +103,54 @@ def ws_url(url: str) -> str:
     return _with_root_path(urlunsplit(parts._replace(scheme=scheme)))
 
 
+class WsConnection(Protocol):
+    """An open WebSocket, as `WsTransport` uses it."""
+
+    @property
+    def close_code(self) -> int | None:
+        """The code the socket closed with; None while it is open."""
+
+    async def send(self, data: str | bytes) -> None:
+        """One text (str) or binary (bytes) frame."""
+
+    async def receive(self) -> str | bytes | None:
+        """The next frame; None once the socket is closed (by either side)."""
+
+    async def close(self) -> None: ...
+
+
+WsConnector = Callable[[str], Awaitable[WsConnection]]
+"""Opens a WebSocket to a `ws(s)://` URL."""
+
+
+class _Websocket:
+    """A `websockets` client connection as a WsConnection."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+
+    @property
+    def close_code(self) -> int | None:
+        return self.ws.close_code
+
+    async def send(self, data: str | bytes) -> None:
+        await self.ws.send(data)
+
+    async def receive(self) -> str | bytes | None:
+        try:
+            return await self.ws.recv()
+        except ConnectionClosed:
+            return None
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+async def connect_websocket(url: str) -> WsConnection:
+    """The default connector: a real socket, frames of any size."""
+    return _Websocket(await connect(url, max_size=None))
+
+
 FrameHook = Callable[[bytes], bool]
 
 
@@ -112,14 +164,16 @@ class WsTransport:
         self,
         url: str,
         *,
+        connector: WsConnector = connect_websocket,
         on_frame: FrameHook | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self.url = ws_url(url)
+        self.connector = connector
         self.on_frame = on_frame
         self.on_close = on_close
         self.frames: asyncio.Queue[bytes] = asyncio.Queue()
-        self._ws: ClientConnection | None = None
+        self._ws: WsConnection | None = None
         self._reader: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
 
@@ -127,22 +181,25 @@ class WsTransport:
     def connected(self) -> bool:
         return self._ws is not None
 
+    @property
+    def connection(self) -> WsConnection | None:
+        """The open socket (its `close_code` says how it ended), None when not connected."""
+        return self._ws
+
     async def connect(self) -> None:
         if self._ws is not None:
             return
-        ws = await connect(self.url, max_size=None)
+        ws = await self.connector(self.url)
         self._ws = ws
         self._closed = asyncio.Event()
         self._reader = asyncio.create_task(self._read(ws, self._closed), name="ws-client-reader")
 
-    async def _read(self, ws: ClientConnection, closed: asyncio.Event) -> None:
+    async def _read(self, ws: WsConnection, closed: asyncio.Event) -> None:
         try:
-            async for frame in ws:
+            while (frame := await ws.receive()) is not None:
                 data = frame.encode() if isinstance(frame, str) else bytes(frame)
                 if not self._taken(data):
                     self.frames.put_nowait(data)
-        except ConnectionClosed:
-            pass
         finally:
             closed.set()
             if self._ws is ws:
@@ -214,17 +271,23 @@ class WsTransport:
 Transport = HttpTransport | WsTransport
 
 
-async def fetch_invitation(base_url: str) -> dict[str, Any]:
-    """`GET /invitation`: `{"invitation_url", "invitation"}`."""
-    async with httpx.AsyncClient(timeout=10) as client:
-        answer = await client.get(base_url.rstrip("/") + "/invitation")
+async def fetch_invitation(
+    base_url: str, *, client: httpx.AsyncClient | None = None
+) -> dict[str, Any]:
+    """`GET /invitation`: `{"invitation_url", "invitation"}` (through `client` if given)."""
+    url = base_url.rstrip("/") + "/invitation"
+    if client is not None:
+        answer = await client.get(url)
+    else:
+        async with httpx.AsyncClient(timeout=10) as own:
+            answer = await own.get(url)
     if answer.status_code != 200:
         raise ClientError(answer.status_code, answer.text)
     result: dict[str, Any] = answer.json()
     return result
 
 
-async def mediator_key(base_url: str) -> str:
+async def mediator_key(base_url: str, *, client: httpx.AsyncClient | None = None) -> str:
     """The mediator's base58 verkey, from the first service of its invitation."""
-    oob = (await fetch_invitation(base_url))["invitation"]
+    oob = (await fetch_invitation(base_url, client=client))["invitation"]
     return did_key_to_verkey(oob["services"][0]["recipientKeys"][0])

@@ -37,6 +37,7 @@ from typing import Any
 from mediator import tasks
 from mediator.engine import keys
 from mediator.engine.model import Hold
+from mediator.engine.replies import hold_previous
 from mediator.engine.scripts import Scripts
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
@@ -66,7 +67,7 @@ class Presence:
         self._live_nodes: tuple[float, dict[str, float]] = (0.0, {})
 
     def owner(self, socket_id: str) -> str:
-        return f"{self.node_id}/{socket_id}"
+        return Hold.owner_of(self.node_id, socket_id)
 
     def hold(self, connection: str, socket_id: str) -> Hold:
         """What a socket's delivery loop renews with each receive."""
@@ -123,16 +124,18 @@ class Presence:
 
     async def claim(self, connection: str, socket_id: str) -> None:
         """Hold `connection`'s live delivery on this socket, taking it from any other."""
-        previous = await self.scripts.call(
-            "hold",
-            [keys.connection_keys(connection).presence],
-            ["claim", self.owner(socket_id), self.entry_ttl_ms],
+        previous = hold_previous(
+            await self.scripts.call(
+                "hold",
+                [keys.connection_keys(connection).presence],
+                ["claim", self.owner(socket_id), self.entry_ttl_ms],
+            )
         )
         self._held[connection] = socket_id
-        previous = previous.decode() if isinstance(previous, bytes) else str(previous)
-        if not previous or "/" not in previous:
+        took_from = Hold.parse_owner(previous) if previous is not None else None
+        if took_from is None:
             return
-        node, old_socket = previous.split("/", 1)
+        node, old_socket = took_from
         if node == self.node_id:
             if old_socket != socket_id:
                 self._take_over(connection, old_socket)
@@ -154,7 +157,7 @@ class Presence:
         if value is None:
             return None
         text = value.decode() if isinstance(value, bytes) else str(value)
-        return text if await self.node_alive(text.split("/", 1)[0]) else None
+        return text if await self.node_alive(Hold.node_of(text)) else None
 
     # ------------------------------------------------------------ the node channel
 

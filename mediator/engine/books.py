@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mediator.engine import keys
+from mediator.engine.replies import ShardStatsReply
 from mediator.engine.scripts import Scripts
 from mediator.storage.clients import RedisClient
 
-FIELDS = ("q", "n", "d", "b", "add", "dlv", "ack", "exp", "dl", "drop", "fl")
 EVENTS = {  # cumulative fields -> what they count (the `event` of the metrics)
     "add": "added",
     "dlv": "delivered",
@@ -21,6 +21,14 @@ EVENTS = {  # cumulative fields -> what they count (the `event` of the metrics)
     "dl": "dead_lettered",
     "drop": "dropped",
 }
+COUNTERS = {  # the fields of a shard's totals (keys.shard_totals) -> what they count
+    "q": "queues",
+    "n": "stored",
+    "d": "delayed",
+    "b": "bytes",
+    **EVENTS,
+}
+FIELDS = (*COUNTERS, "fl")  # and the messages in flight, from the in-flight buckets
 
 
 @dataclass
@@ -42,8 +50,28 @@ class Totals:
         )
 
     @property
+    def queues(self) -> int:
+        return self.values["q"]
+
+    @property
+    def stored(self) -> int:
+        return self.values["n"]
+
+    @property
+    def in_flight(self) -> int:
+        return self.values["fl"]
+
+    @property
+    def delayed(self) -> int:
+        return self.values["d"]
+
+    @property
+    def stored_bytes(self) -> int:
+        return self.values["b"]
+
+    @property
     def visible(self) -> int:
-        return max(0, self.values["n"] - self.values["fl"])
+        return max(0, self.stored - self.in_flight)
 
 
 def shard_stat_keys(shard: int) -> list[str]:
@@ -59,12 +87,10 @@ async def read_shards(scripts: Scripts, shards: range | list[int]) -> tuple[int,
     rows = await scripts.pipeline([("shard_stats", shard_stat_keys(s), []) for s in shards])
     totals = {ns: Totals() for ns in keys.NAMESPACES}
     now = 0
-    for row in rows:
-        now = max(now, int(row[0]))
-        for i, ns in enumerate(keys.NAMESPACES):
-            part = [int(v) for v in row[1 + 12 * i : 13 + 12 * i]]
-            # q .. drop and the in-flight count (as FIELDS), then the oldest time
-            totals[ns].add(part[:11], part[11])
+    for row in map(ShardStatsReply.decode, rows):
+        now = max(now, row.now_ms)
+        for ns in keys.NAMESPACES:
+            totals[ns].add(row.values[ns], row.oldest_ms[ns])
     return now, totals
 
 

@@ -35,7 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mediator.engine.scripts import sha, source
 from mediator.errors import ConfigError, ReplicationShortfall
-from mediator.settings import Settings
+from mediator.settings import DurabilitySettings
 from mediator.storage.clients import STORAGE_ERRORS, Backend
 
 log = logging.getLogger(__name__)
@@ -59,13 +59,16 @@ class Durability:
 
     @classmethod
     def from_settings(
-        cls, backend: Backend, settings: Settings, observe: Callable[[str], None] | None = None
+        cls,
+        backend: Backend,
+        settings: DurabilitySettings,
+        observe: Callable[[str], None] | None = None,
     ) -> Durability:
         return cls(
             backend,
-            replicas=settings.wait_replicas,
-            fsync=settings.wait_fsync,
-            timeout_seconds=settings.wait_timeout_seconds,
+            replicas=settings.replicas,
+            fsync=settings.fsync,
+            timeout_seconds=settings.timeout_seconds,
             observe=observe,
         )
 

@@ -21,6 +21,7 @@ from mediator.engine import keys
 from mediator.engine.ids import new_message_id, origin_queue
 from mediator.engine.model import (
     QUEUE_FIELDS,
+    TIMER_KEYS,
     Hold,
     QueueConfig,
     QueueInfo,
@@ -31,14 +32,29 @@ from mediator.engine.model import (
     SendMessage,
     SendResult,
 )
-from mediator.engine.recipients import (
-    MAX_RECEIVE_CALLS,
-    RECEIVE_CHUNK,
-    RecipientQueues,
-    optional_ms,
-    received_message,
+from mediator.engine.recipients import MAX_RECEIVE_CALLS, RECEIVE_CHUNK, RecipientQueues
+from mediator.engine.replies import (
+    AcceptCode,
+    AcceptReply,
+    AcknowledgeReply,
+    DeleteCode,
+    DeleteReply,
+    ForwardReply,
+    Handout,
+    QueueDeleteCode,
+    QueueDeleteReply,
+    QueueUpdateCode,
+    QueueUpdateReply,
+    ReceiveCode,
+    SendCode,
+    SendReply,
+    SettleCode,
+    SettleReply,
+    UpkeepReply,
+    queue_created,
+    queue_stats,
 )
-from mediator.engine.recipients import text as _s
+from mediator.engine.replies import text as _s
 from mediator.engine.scripts import ConfirmedScripts, Scripts
 from mediator.errors import (
     HoldLost,
@@ -58,11 +74,6 @@ log = logging.getLogger(__name__)
 MAX_DEAD_LETTER_HOPS = 8
 ACK_CHUNK = 100  # ids deleted per acknowledge call: keeps each script short
 OUTBOX_GRACE_MS = 5000  # a dead-lettered message still in the outbox after this is handed over
-SEND_ERRORS = {
-    -2: ("message_size", "message {0} is {1} bytes, over the queue's message size limit"),
-    -3: ("count", "the queue holds {0} messages, its count limit"),
-    -4: ("size", "the queue holds {0} bytes, its size limit"),
-}
 
 
 class Engine(RecipientQueues):
@@ -105,8 +116,8 @@ class Engine(RecipientQueues):
         await self._check_dead_letter_queue(ref, config)
         values = config.stored_fields(ref.namespace, self.defaults.get(ref.namespace))
         qk = keys.queue_keys(ref.qualified)
-        created = await self.scripts.call(
-            "queue_create", qk.all, [ref.qualified, *_flatten(values)]
+        created = queue_created(
+            await self.scripts.call("queue_create", qk.all, [ref.qualified, *_flatten(values)])
         )
         # The listing is written after the queue: a delete racing us re-checks and re-adds.
         await self._list(ref)
@@ -125,18 +136,19 @@ class Engine(RecipientQueues):
             raise QueueNotFound(ref.name)
         await self._check_dead_letter_queue(ref, config)
         values, cleared = config.to_fields(ref.namespace)
-        # Fields not settable through an update (limits) are kept as they are.
-        cleared = [c for c in cleared if c in ("mr", "dlq")]
+        # Fields not settable through an update (limits) are kept as they are; a timer's
+        # other form (seconds or ms) goes.
+        cleared = [c for c in cleared if c in ("mr", "dlq", *TIMER_KEYS)]
         qk = keys.queue_keys(ref.qualified)
-        result = await self.scripts.call(
-            "queue_update",
-            qk.all,
-            [ref.qualified, len(values), *_flatten(values), *cleared],
+        result = QueueUpdateReply.decode(
+            await self.scripts.call(
+                "queue_update", qk.all, [ref.qualified, len(values), *_flatten(values), *cleared]
+            )
         )
-        if int(result[0]) == 0:
+        if result.code is QueueUpdateCode.NO_QUEUE:
             raise QueueNotFound(ref.name)
-        await self._hint(qk.shard, int(result[2]))
-        previous = _s(result[1])
+        await self._hint(qk.shard, result.hint)
+        previous = result.previous_dead_letter_queue
         new = (
             QueueRef(ref.namespace, config.dead_letter_queue).qualified
             if (config.dead_letter_queue is not None)
@@ -154,25 +166,23 @@ class Engine(RecipientQueues):
         # keeps the record and loses only the queue's fields.
         shared = msgpack.packb(list(QUEUE_FIELDS)) if ref.namespace in self.defaults else ""
         for _ in range(5):
-            result = await self.scripts.call(
-                "queue_delete", [*qk.all, qk.refs], [ref.qualified, shared]
+            result = QueueDeleteReply.decode(
+                await self.scripts.call("queue_delete", [*qk.all, qk.refs], [ref.qualified, shared])
             )
-            code = int(result[0])
-            if code == 0:
+            if result.code is QueueDeleteCode.NO_QUEUE:
                 raise QueueNotFound(ref.name)
-            if code == 1:
-                await self._hint(qk.shard, int(result[2]))
+            if result.code is QueueDeleteCode.DELETED:
+                await self._hint(qk.shard, result.hint)
                 pipe = self.redis.pipeline(transaction=False)
                 if ref.namespace == keys.MQS_NAMESPACE:
                     pipe.zrem(keys.mqs_names(), ref.name)
-                if own := _s(result[1]):
+                if own := result.dead_letter_queue:
                     pipe.srem(keys.queue_keys(own).refs, ref.qualified)
                 await pipe.execute()
                 await self._relist_if_recreated(ref)
                 return
-            users = [_s(u) for u in result[1:]]
             real = []
-            for user in users:
+            for user in result.users:
                 dlq = await self.redis.hget(keys.queue_keys(user).cfg, "dlq")
                 if dlq is not None and _s(dlq) == ref.qualified:
                     real.append(user)
@@ -222,21 +232,23 @@ class Engine(RecipientQueues):
 
     async def stats(self, ref: QueueRef) -> QueueStats:
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call("queue_stats", qk.all, [ref.qualified])
-        if int(r[0]) == -1:
+        stats = queue_stats(await self.scripts.call("queue_stats", qk.all, [ref.qualified]))
+        if stats is None:
             raise QueueNotFound(ref.name)
-        return queue_stats(r)
+        return stats
 
     async def peek(self, ref: QueueRef, max_messages: int) -> list[ReceivedMessage]:
         """The oldest stored messages, visible or handed out, without changing anything (an
         operator's view: receive counts and deadlines stay as they are)."""
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call(
-            "peek", qk.all, [max_messages, self.packed_defaults(ref.namespace)]
+        r = Handout.decode(
+            await self.scripts.call(
+                "peek", qk.all, [max_messages, self.packed_defaults(ref.namespace)]
+            )
         )
-        if int(r[0]) == -1:
+        if r.code is ReceiveCode.NO_QUEUE:
             raise QueueNotFound(ref.name)
-        return [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(int(r[3]))]
+        return list(r.messages)
 
     async def send(
         self,
@@ -263,7 +275,7 @@ class Engine(RecipientQueues):
             args += [mid, m.content_type, m.content_encoding, m.trace_id, m.body, m.digest]
             args.append(m.sender)
         r, shortfall = await self._write("send", qk.all, args, confirm=confirm)
-        result = await self._sent(ref, qk.shard, r, ids)
+        result = await self._sent(ref, qk.shard, SendReply.decode(r), ids)
         if shortfall is not None:  # stored, but not as durably as asked
             raise ReplicationShortfall(f"{shortfall} (message ids: {', '.join(ids)})")
         return result
@@ -298,43 +310,46 @@ class Engine(RecipientQueues):
             message.digest,
             message.sender,
         ]
-        r, shortfall = await self._write("forward", [bucket], args, confirm=confirm)
-        if int(r[0]) == 0:
+        raw, shortfall = await self._write("forward", [bucket], args, confirm=confirm)
+        r = ForwardReply.decode(raw, len(report_fields))
+        if r.send is None:
             return None
-        ref = QueueRef(namespace, _s(r[1]))
-        result = await self._sent(ref, -1, r[3:], [mid])
+        ref = QueueRef(namespace, r.name)
+        result = await self._sent(ref, -1, r.send, [mid])
         if shortfall is not None:
             raise ReplicationShortfall(f"{shortfall} (message ids: {mid})")
-        bits = int(r[2])
-        present = tuple(bool(bits >> i & 1) for i in range(len(report_fields)))
-        return ref.name, present, bool(bits >> len(report_fields) & 1), result
+        return ref.name, r.present, r.notified, result
 
-    async def _sent(self, ref: QueueRef, shard: int, r: Any, ids: list[str]) -> SendResult:
+    async def _sent(self, ref: QueueRef, shard: int, r: SendReply, ids: list[str]) -> SendResult:
         """A send script's reply: the result, or the error it names (`shard` -1: found
         from the name when needed)."""
-        code = int(r[0])
-        if code == -1:
-            raise QueueNotFound(ref.name)
-        if code in SEND_ERRORS:
-            kind, text = SEND_ERRORS[code]
-            raise LimitExceeded(text.format(*(int(v) for v in r[1:])), kind)
-        if code == -5:
-            raise LimitExceeded("the queue does not accept messages", "will_queue")
-        if code == -6:
-            raise RateLimited(
-                "the recipient is receiving too many messages: try again later",
-                retry_after=math.ceil(int(r[1]) / 1000),
-                limit="forwards_per_second",
-            )
-        hint = int(r[2])
-        if hint >= 0:
-            await self._hint(shard if shard >= 0 else keys.shard_of(ref.qualified), hint)
-        copies = [_s(c) for c in r[5:]]
+        match r.code:
+            case SendCode.NO_QUEUE:
+                raise QueueNotFound(ref.name)
+            case SendCode.MESSAGE_TOO_LARGE:
+                raise LimitExceeded(
+                    f"message {r.message} is {r.size} bytes, over the queue's message size limit",
+                    "message_size",
+                )
+            case SendCode.COUNT_LIMIT:
+                raise LimitExceeded(f"the queue holds {r.held} messages, its count limit", "count")
+            case SendCode.SIZE_LIMIT:
+                raise LimitExceeded(f"the queue holds {r.held} bytes, its size limit", "size")
+            case SendCode.REFUSED:
+                raise LimitExceeded("the queue does not accept messages", "will_queue")
+            case SendCode.RATE_LIMITED:
+                raise RateLimited(
+                    "the recipient is receiving too many messages: try again later",
+                    retry_after=math.ceil(r.wait_ms / 1000),
+                    limit="forwards_per_second",
+                )
+        if r.hint >= 0:
+            await self._hint(shard if shard >= 0 else keys.shard_of(ref.qualified), r.hint)
         return SendResult(
-            message_ids=[c or mid for c, mid in zip(copies, ids, strict=True)],
-            visible=int(r[3]),
-            delayed=int(r[4]),
-            duplicates=tuple(bool(c) for c in copies),
+            message_ids=[c or mid for c, mid in zip(r.copies, ids, strict=True)],
+            visible=r.visible,
+            delayed=r.delayed,
+            duplicates=tuple(bool(c) for c in r.copies),
         )
 
     async def receive(
@@ -366,38 +381,36 @@ class Engine(RecipientQueues):
         while len(out) < max_messages and calls < MAX_RECEIVE_CALLS:
             calls += 1
             want = min(RECEIVE_CHUNK, max_messages - len(out))
-            r = await self.scripts.call(
-                "receive",
-                [*qk.all, *hold_keys],
-                [
-                    ref.qualified,
-                    self.wake_channel,
-                    want,
-                    vt,
-                    wait_marker_ms,
-                    OUTBOX_GRACE_MS,
-                    defaults,
-                    *hold_args,
-                ],
+            r = Handout.decode(
+                await self.scripts.call(
+                    "receive",
+                    [*qk.all, *hold_keys],
+                    [
+                        ref.qualified,
+                        self.wake_channel,
+                        want,
+                        vt,
+                        wait_marker_ms,
+                        OUTBOX_GRACE_MS,
+                        defaults,
+                        *hold_args,
+                    ],
+                )
             )
-            if int(r[0]) == -1:
+            if r.code is ReceiveCode.NO_QUEUE:
                 raise QueueNotFound(ref.name)
-            if int(r[0]) == -2:
+            if r.code is ReceiveCode.HOLD_LOST:
                 raise HoldLost(ref.name)
-            now = int(r[1])
-            count, more = int(r[3]), int(r[4])
-            await self._hint(qk.shard, int(r[5]))
-            for i in range(count):
-                f = r[6 + 9 * i : 15 + 9 * i]
-                out.append(received_message(f))
-                if f[8]:
-                    dead_lettered.append(_s(f[0]))
-            if more:
+            now = r.now_ms
+            await self._hint(qk.shard, r.hint)
+            out += r.messages
+            dead_lettered += r.dead_lettered
+            if r.more:
                 continue  # stopped at its purge budget: there may be more behind
-            if count < want:
+            if len(r.messages) < want:
                 drained = True
-                if not out and int(r[2]) >= 0:
-                    next_due = int(r[2])
+                if not out:
+                    next_due = r.next_due_ms
                 break
         if dead_lettered:
             try:
@@ -436,23 +449,27 @@ class Engine(RecipientQueues):
             script_keys, tail = qk.all, []
             if thread is not None and n == len(chunks) - 1:
                 script_keys, tail = [*qk.all, thread[0]], list(thread[1])
-            r = await self.scripts.call(
-                "acknowledge", script_keys, [ref.qualified, len(chunk), *chunk, *tail]
+            r = AcknowledgeReply.decode(
+                await self.scripts.call(
+                    "acknowledge", script_keys, [ref.qualified, len(chunk), *chunk, *tail]
+                )
             )
-            if int(r[3]) == -1:
+            if r.stats is None:
                 raise QueueNotFound(ref.name)
-            deleted += int(r[0])
-            await self._hint(qk.shard, int(r[15]))
-        orders = (int(r[1]), int(r[2])) if thread is not None else None
-        return deleted, queue_stats(r[3:]), orders
+            stats, orders = r.stats, r.orders
+            deleted += r.deleted
+            await self._hint(qk.shard, r.hint)
+        return deleted, stats, orders if thread is not None else None
 
     async def delete_in_queue(self, ref: QueueRef, message_id: str) -> bool:
         """Delete a message only if it is in this very queue (recipients' own queues)."""
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call("delete_message", qk.all, [ref.qualified, message_id])
-        if int(r[0]) != 1:
+        r = DeleteReply.decode(
+            await self.scripts.call("delete_message", qk.all, [ref.qualified, message_id])
+        )
+        if r.code is not DeleteCode.DELETED:
             return False
-        await self._hint(qk.shard, int(r[1]))
+        await self._hint(qk.shard, r.hint)
         return True
 
     async def _delete_following(self, qualified: str, message_id: str) -> bool:
@@ -462,17 +479,18 @@ class Engine(RecipientQueues):
         followed: list[str] = []  # queues whose forwarding entry for the message we used
         seen = {qualified}
         for _ in range(MAX_DEAD_LETTER_HOPS):
-            r = await self.scripts.call(
-                "delete_message", keys.queue_keys(qualified).all, [qualified, message_id]
+            r = DeleteReply.decode(
+                await self.scripts.call(
+                    "delete_message", keys.queue_keys(qualified).all, [qualified, message_id]
+                )
             )
-            code = int(r[0])
-            if code == 1:
-                await self._hint(keys.shard_of(qualified), int(r[1]))
+            if r.code is DeleteCode.DELETED:
+                await self._hint(keys.shard_of(qualified), r.hint)
                 deleted = True
                 break
-            if code == 2:
+            if r.code is DeleteCode.MOVED:
                 deleted = True  # it was in this queue's outbox: gone from here
-                qualified = _s(r[1])
+                qualified = r.dead_letter_queue
                 continue
             target = await self.redis.hget(keys.moved(keys.shard_of(qualified)), message_id)
             if target is None or _s(target) in seen:
@@ -499,7 +517,8 @@ class Engine(RecipientQueues):
         message_id, dlq = _s(entry[0]), _s(entry[7])
         dk = keys.queue_keys(dlq)
         # Confirmed too: on a cluster the two queues may live on two primaries.
-        r, shortfall = await self._write("dead_letter_accept", dk.all, [dlq, packed])
+        raw, shortfall = await self._write("dead_letter_accept", dk.all, [dlq, packed])
+        r = AcceptReply.decode(raw)
         sk = keys.queue_keys(source)
         settle_keys = [
             sk.ids,
@@ -508,7 +527,7 @@ class Engine(RecipientQueues):
             keys.moved_expiry(sk.shard),
             sk.due,
         ]
-        if int(r[0]) == -1:
+        if r.code is AcceptCode.NO_QUEUE:
             log.warning(
                 "dead letter queue is gone; dropping dead-lettered message",
                 extra={"queue": source, "dead_letter_queue": dlq, "message_id": message_id},
@@ -517,8 +536,8 @@ class Engine(RecipientQueues):
                 "dead_letter_settle", settle_keys, [message_id, dlq, 0, keys.MOVED_MEMBER]
             )
             return
-        await self._hint(dk.shard, int(r[1]))
-        if shortfall is not None and int(r[0]) == 1:
+        await self._hint(dk.shard, r.hint)
+        if shortfall is not None and r.code is AcceptCode.ACCEPTED:
             # Not confirmed: keep the source's outbox entry, which the workers hand over
             # again after the grace time (accepting it twice changes nothing).
             log.warning(
@@ -527,12 +546,14 @@ class Engine(RecipientQueues):
                 extra={"queue": source, "dead_letter_queue": dlq, "message_id": message_id},
             )
             return
-        forget_at = int(entry[4]) + int(r[2]) * 1000 + 60_000
-        settled = await self.scripts.call(
-            "dead_letter_settle", settle_keys, [message_id, dlq, forget_at, keys.MOVED_MEMBER]
+        forget_at = int(entry[4]) + r.retention_ms + 60_000  # first enqueue + retention
+        settled = SettleReply.decode(
+            await self.scripts.call(
+                "dead_letter_settle", settle_keys, [message_id, dlq, forget_at, keys.MOVED_MEMBER]
+            )
         )
-        await self._hint(sk.shard, int(settled[1]))
-        if int(settled[0]) == 0:
+        await self._hint(sk.shard, settled.hint)
+        if settled.code is SettleCode.DELETED:
             # Deleted by id while it was being handed over: delete it where it landed.
             await self.scripts.call("delete_message", dk.all, [dlq, message_id])
 
@@ -541,15 +562,15 @@ class Engine(RecipientQueues):
     async def upkeep(self, qualified: str, *, limit: int = 1000, grace_ms: int = 5000) -> None:
         """Run one queue's due upkeep; it puts the next one in the shard's schedule."""
         namespace = qualified.partition(":")[0]
-        r = await self.scripts.call(
-            "upkeep",
-            keys.queue_keys(qualified).all,
-            [qualified, limit, grace_ms, self.packed_defaults(namespace)],
+        r = UpkeepReply.decode(
+            await self.scripts.call(
+                "upkeep",
+                keys.queue_keys(qualified).all,
+                [qualified, limit, grace_ms, self.packed_defaults(namespace)],
+            )
         )
-        if int(r[0]) == -1:
-            return
-        for packed in r[5:]:
-            await self.hand_over(qualified, bytes(packed))
+        for packed in r.abandoned:
+            await self.hand_over(qualified, packed)
 
     async def forget_moved(self, shard: int, limit: int = 1000) -> int:
         """Drop the shard's expired dead-letter forwarding entries."""
@@ -617,23 +638,6 @@ class Engine(RecipientQueues):
             )
             await self.redis.delete(keys.queue_keys(dlq.qualified).refs)
             raise InvalidQueueConfig(f"dead letter queue {dead_letter_queue!r} does not exist")
-
-
-def queue_stats(r: Sequence[Any]) -> QueueStats:
-    """queue_stats.lua's reply (also the tail of acknowledge.lua's)."""
-    return QueueStats(
-        now_ms=int(r[1]),
-        stored=int(r[2]),
-        in_flight=int(r[3]),
-        delayed=int(r[4]),
-        oldest_ms=None if int(r[5]) < 0 else int(r[5]),
-        bytes=int(r[6]),
-        sched_ms=optional_ms(r[7]),
-        last_added_ms=optional_ms(r[8]),
-        last_delivered_ms=optional_ms(r[9]),
-        last_removed_ms=optional_ms(r[10]),
-        newest_ms=optional_ms(r[11]),
-    )
 
 
 def _flatten(values: dict[str, str]) -> list[str]:

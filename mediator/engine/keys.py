@@ -15,6 +15,7 @@ tags fall on 1,024 distinct slots, spread evenly over any set of primaries.
     g:{g}:...                worker coordination: leases, hints, partition totals (small)
 
 `SHARDS` and `BUCKETS` are part of the layout, not settings: changing them renames keys.
+Layout 1's names, read only to convert a database, are in `legacy_keys`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ STREAM_CONSUMER = "c"
 DIDCOMM_NAMESPACE = "didcomm"
 MQS_NAMESPACE = "mqs"
 NAMESPACES = (MQS_NAMESPACE, DIDCOMM_NAMESPACE)
+
+
+def shard_tag(shard: int) -> str:
+    """The hash tag every key of a shard carries: the cluster slot the shard lives in."""
+    return f"{{{shard}}}"
 
 
 def shard_of(qualified: str) -> int:
@@ -107,10 +113,13 @@ class QueueKeys:
         return [*self.all[:9], self.refs, self.digests]
 
 
-def queue_keys(qualified: str) -> QueueKeys:
-    shard = shard_of(qualified)
+def queue_keys(qualified: str, shard: int | None = None) -> QueueKeys:
+    """`shard`: the queue's shard when the caller knows it already (its registry named the
+    queue), saving the hash of its name."""
+    if shard is None:
+        shard = shard_of(qualified)
     namespace = qualified.partition(":")[0]
-    base = f"q:{{{shard}}}:{qualified}"
+    base = f"q:{shard_tag(shard)}:{qualified}"
     s = QUEUE_SUFFIXES
     return QueueKeys(
         shard=shard,
@@ -154,55 +163,55 @@ def shard_due(shard: int) -> str:
     (`@note:<connection>`), expired forwarding entries
     (`@moved`), senders' totals to copy into their counts (`@sb`). Workers touch a queue
     only when it is due here."""
-    return f"x:{{{shard}}}:due"
+    return f"x:{shard_tag(shard)}:due"
 
 
 def shard_totals(shard: int, namespace: str) -> str:
     """Hash: the namespace's queues in the shard, kept by the scripts that change them:
     q (queues), n (stored messages), d (delayed), b (body bytes), and cumulative counters
     add, dlv (handed out), ack, exp (expired), dl (dead-lettered), drop (with a queue)."""
-    return f"x:{{{shard}}}:tot:{namespace}"
+    return f"x:{shard_tag(shard)}:tot:{namespace}"
 
 
 def shard_flight(shard: int, namespace: str) -> str:
     """Hash: second -> how many handed-out messages become visible again in it (their
     deadline, rounded up). Messages in flight now = the sum over the seconds to come."""
-    return f"x:{{{shard}}}:fl:{namespace}"
+    return f"x:{shard_tag(shard)}:fl:{namespace}"
 
 
 def shard_oldest(shard: int, namespace: str) -> str:
     """Sorted set: queue name -> first enqueue time (ms) of its oldest stored message."""
-    return f"x:{{{shard}}}:old:{namespace}"
+    return f"x:{shard_tag(shard)}:old:{namespace}"
 
 
 def shard_registry(shard: int, namespace: str) -> str:
     """Set: names of the namespace's queues in the shard (for the audit and snapshots)."""
-    return f"x:{{{shard}}}:reg:{namespace}"
+    return f"x:{shard_tag(shard)}:reg:{namespace}"
 
 
 def shard_senders(shard: int) -> str:
     """Hash: sender tag -> bytes of its messages in the shard's queues (kept by the scripts
     that store and remove them). The scripts derive it from `shard_due` (`_lib.lua`
     queue_keys)."""
-    return f"x:{{{shard}}}:sb"
+    return f"x:{shard_tag(shard)}:sb"
 
 
 def shard_senders_changed(shard: int) -> str:
     """Set: senders whose total in the shard changed since a worker last copied it into
     their count (`sender_queued`); member `SENDERS_MEMBER` of the shard's schedule says
     when that is due. Derived like `shard_senders`."""
-    return f"x:{{{shard}}}:sbd"
+    return f"x:{shard_tag(shard)}:sbd"
 
 
 def moved(shard: int) -> str:
     """Hash: message id -> qualified name of the dead letter queue that now holds it, for
     the messages of the shard's queues (the shard of the queue the id names)."""
-    return f"x:{{{shard}}}:moved"
+    return f"x:{shard_tag(shard)}:moved"
 
 
 def moved_expiry(shard: int) -> str:
     """Sorted set: message id -> time (ms) its forwarding entry may be forgotten."""
-    return f"x:{{{shard}}}:moved-exp"
+    return f"x:{shard_tag(shard)}:moved-exp"
 
 
 PUSH_MEMBER = "@push:"  # + connection: a push retry in the shard's schedule
@@ -239,7 +248,7 @@ def workers() -> str:
 
 
 def leases() -> str:
-    """Hash: partition -> `<worker id> <until ms>`."""
+    """Hash: partition -> `<worker id> <until ms>` (leases.Lease)."""
     return f"{GLOBAL}:leases"
 
 
@@ -290,8 +299,9 @@ class ConnectionKeys:
     push: str  # string, short-lived: which pusher holds its push (mediator/mediation/push.py)
 
 
-def connection_keys(verkey: str) -> ConnectionKeys:
-    base = queue_keys(f"{DIDCOMM_NAMESPACE}:{verkey}").cfg
+def connection_keys(verkey: str, shard: int | None = None) -> ConnectionKeys:
+    """`shard`: as for `queue_keys`."""
+    base = queue_keys(f"{DIDCOMM_NAMESPACE}:{verkey}", shard).cfg
     return ConnectionKeys(
         record=base,
         threads=base + ":t",
@@ -304,12 +314,22 @@ def connection_keys(verkey: str) -> ConnectionKeys:
 
 def routes_bucket(recipient_key: bytes) -> str:
     """Hash: recipient key (32 raw bytes) -> the connection (verkey) that registered it."""
-    return f"d:{{r{_bucket(recipient_key)}}}:r"
+    return routes_bucket_at(_bucket(recipient_key))
+
+
+def routes_bucket_at(bucket: int) -> str:
+    """The routes bucket numbered `bucket` (0 to BUCKETS - 1)."""
+    return f"d:{{r{bucket}}}:r"
 
 
 def ours_bucket(our_key: bytes) -> str:
     """Hash: our key on a granted connection (32 raw bytes) -> the connection (verkey)."""
-    return f"d:{{o{_bucket(our_key)}}}:o"
+    return ours_bucket_at(_bucket(our_key))
+
+
+def ours_bucket_at(bucket: int) -> str:
+    """The our-keys bucket numbered `bucket` (0 to BUCKETS - 1)."""
+    return f"d:{{o{bucket}}}:o"
 
 
 def our_key_pending(verkey: str) -> str:
@@ -326,9 +346,12 @@ def rate_window(kind: str, subject: str) -> str:
 
 def sender_queued(tag: str) -> str:
     """Hash: shard -> bytes a sender (its tag: mediator/mediation/senders.py) has queued in
-    it, as the workers last copied them, and `@` their sum; expires when untouched for
-    longer than a message may wait."""
+    it, as the workers last copied them, and `SENDER_QUEUED_SUM` their sum (sender_count.lua);
+    expires when untouched for longer than a message may wait."""
     return f"sq:{{{tag}}}"
+
+
+SENDER_QUEUED_SUM = "@"
 
 
 def senders_over() -> str:
@@ -338,37 +361,14 @@ def senders_over() -> str:
 
 
 def mediator_identity() -> str:
-    """Hash holding the mediator's key seed, written once (HSETNX) and shared by all nodes."""
+    """Hash holding the mediator's key seed (field `IDENTITY_SEED`, 64 hex digits), written
+    once (HSETNX) and shared by all nodes."""
     return "d:identity"
+
+
+IDENTITY_SEED = "seed"
 
 
 def invitation(verkey: str) -> str:
     """Hash: a single-use invitation's key seed and id, until a request consumes it."""
     return f"d:inv:{verkey}"
-
-
-# ------------------------------------------------------------------ layout 1 (migration)
-
-
-class Legacy:
-    """Key names of layout 1, read only by `mediator migrate`."""
-
-    IDENTITY = "dc:identity"
-    REGISTRY_PREFIX = "mq:registry:"
-    SUFFIXES = ("cfg", "s", "inflight", "rc", "delayed", "dbody", "ids", "dlqout", "waiters")
-
-    @staticmethod
-    def queue(qualified: str, suffix: str) -> str:
-        return f"mq:{{q:{qualified}}}:{suffix}"
-
-    @staticmethod
-    def connection(verkey: str, suffix: str) -> str:
-        return f"dc:{{c:{verkey}}}:{suffix}"
-
-    @staticmethod
-    def route(recipient_key: str) -> str:
-        return f"dc:route:{recipient_key}"
-
-    @staticmethod
-    def ours(verkey: str) -> str:
-        return f"dc:ours:{verkey}"

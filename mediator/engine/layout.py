@@ -4,24 +4,26 @@ database of layout 1 (written before the shards) until `mediator migrate` has ru
 
 from __future__ import annotations
 
-from mediator.engine import keys
+from mediator.engine import keys, legacy_keys
 from mediator.errors import ConfigError
 from mediator.storage.clients import RedisClient
 
-# Keys any layout-1 database has: the mediator's seed, the workers, a queue registry.
-LEGACY_MARKS = ("dc:identity", "mq:workers", "mq:registry:mqs", "mq:registry:didcomm")
+# The fields of the layout hash (keys.layout()).
+VERSION_FIELD = "version"
+SHARDS_FIELD = "shards"
+BUCKETS_FIELD = "buckets"
 
 
 def current() -> dict[str, str]:
     return {
-        "version": str(keys.LAYOUT_VERSION),
-        "shards": str(keys.SHARDS),
-        "buckets": str(keys.BUCKETS),
+        VERSION_FIELD: str(keys.LAYOUT_VERSION),
+        SHARDS_FIELD: str(keys.SHARDS),
+        BUCKETS_FIELD: str(keys.BUCKETS),
     }
 
 
 async def holds_layout_1(redis: RedisClient) -> bool:
-    for name in LEGACY_MARKS:  # one at a time: on a cluster they live in several slots
+    for name in legacy_keys.MARKS:  # one at a time: on a cluster they live in several slots
         if await redis.exists(name):
             return True
     return False

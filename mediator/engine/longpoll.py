@@ -15,17 +15,19 @@ async def receive_waiting(
     hub: WakeHub,
     ref: QueueRef,
     max_messages: int,
-    wait_seconds: float,
+    wait_ms: int,
     *,
-    recheck_seconds: float = 2.0,
+    recheck_ms: int = 2000,
     visibility_timeout_ms: int | None = None,
 ) -> ReceiveResult:
-    if wait_seconds <= 0:  # a plain receive: no waiter to register
+    """Wait up to `wait_ms`, reading the queue again at least every `recheck_ms` (a wake-up
+    may be lost)."""
+    if wait_ms <= 0:  # a plain receive: no waiter to register
         return await engine.receive(ref, max_messages, visibility_timeout_ms=visibility_timeout_ms)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_seconds
+    deadline = loop.time() + wait_ms / 1000
     # The marker outlives the longest gap between two receives of this loop.
-    marker_ms = int((recheck_seconds + 3) * 1000)
+    marker_ms = recheck_ms + 3000
     while True:
         with hub.waiting(ref.qualified) as woken:
             result = await engine.receive(
@@ -37,7 +39,7 @@ async def receive_waiting(
             remaining = deadline - loop.time()
             if result.messages or remaining <= 0:
                 return result
-            timeout = min(remaining, recheck_seconds)
+            timeout = min(remaining, recheck_ms / 1000)
             if result.next_due_ms is not None:
                 until_due = max(0.0, (result.next_due_ms - result.now_ms) / 1000) + 0.002
                 timeout = min(timeout, until_due)

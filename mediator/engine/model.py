@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 INT32_MAX = 2**31 - 1
@@ -26,11 +27,12 @@ class QueueRef:
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """A queue's settings. Limits (count, bytes, message bytes) are None when unlimited."""
+    """A queue's settings, timers in ms. Limits (count, bytes, message bytes) are None when
+    unlimited."""
 
-    retention_seconds: int
-    visibility_timeout_seconds: int
-    delay_seconds: int = 0
+    retention_ms: int
+    visibility_timeout_ms: int
+    delay_ms: int = 0
     max_receives: int | None = None
     dead_letter_queue: str | None = None  # name in the same namespace
     max_messages: int | None = None
@@ -38,14 +40,31 @@ class QueueConfig:
     max_message_bytes: int | None = None
     will_queue: bool = True
 
+    # The mqs API and the DIDComm settings speak whole seconds (a part of one rounds up).
+    @property
+    def retention_seconds(self) -> int:
+        return -(-self.retention_ms // 1000)
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        return -(-self.visibility_timeout_ms // 1000)
+
+    @property
+    def delay_seconds(self) -> int:
+        return -(-self.delay_ms // 1000)
+
     def to_fields(self, namespace: str) -> tuple[dict[str, str], list[str]]:
         """Config hash fields to set, and optional fields to clear."""
-        values: dict[str, str] = {
-            "ret": str(self.retention_seconds),
-            "vt": str(self.visibility_timeout_seconds),
-            "dly": str(self.delay_seconds),
-            "wq": "1" if self.will_queue else "0",
-        }
+        values: dict[str, str] = {"wq": "1" if self.will_queue else "0"}
+        cleared: list[str] = []
+        for name, ms in zip(
+            TIMER_FIELDS,
+            (self.retention_ms, self.visibility_timeout_ms, self.delay_ms),
+            strict=True,
+        ):
+            field, value = timer_field(name, ms)
+            values[field] = value
+            cleared.append(name + MS_SUFFIX if field == name else name)
         optional: dict[str, str | None] = {
             "mr": None if self.max_receives is None else str(self.max_receives),
             "dlq": None
@@ -55,7 +74,7 @@ class QueueConfig:
             "lim_b": None if self.max_bytes is None else str(self.max_bytes),
             "lim_mb": None if self.max_message_bytes is None else str(self.max_message_bytes),
         }
-        cleared = [k for k, v in optional.items() if v is None]
+        cleared += [k for k, v in optional.items() if v is None]
         values.update({k: v for k, v in optional.items() if v is not None})
         return values, cleared
 
@@ -75,20 +94,38 @@ class QueueConfig:
 
     @classmethod
     def from_fields(
-        cls, stored: dict[str, str], defaults: QueueConfig | None = None, namespace: str = ""
+        cls,
+        stored: Mapping[str, str],
+        defaults: QueueConfig | Mapping[str, str] | None = None,
+        namespace: str = "",
     ) -> QueueConfig:
-        fields = {} if defaults is None else defaults.to_fields(namespace)[0]
-        fields.update(stored)
+        """A queue's config from the fields its hash stores over its namespace's defaults
+        (a config, or the defaults hash's own fields): a timer the queue stores, in ms or
+        in seconds, beats the default's."""
+        if defaults is None:
+            base: Mapping[str, str] = {}
+        elif isinstance(defaults, QueueConfig):
+            base = defaults.to_fields(namespace)[0]
+        else:
+            base = defaults
+        fields = {**base, **stored}
 
         def opt(key: str) -> int | None:
             value = int(fields[key]) if key in fields else None
             return None if key in LIMIT_FIELDS and value == 0 else value
 
+        def timer(name: str) -> int | None:  # the hash's own, over the default
+            own = timer_ms(stored, name)
+            return own if own is not None else timer_ms(base, name)
+
+        retention, visibility, delay = (timer(name) for name in TIMER_FIELDS)
+        if retention is None or visibility is None:
+            raise KeyError("a queue config needs a retention and a visibility timeout")
         dlq = fields.get("dlq")
         return cls(
-            retention_seconds=int(fields["ret"]),
-            visibility_timeout_seconds=int(fields["vt"]),
-            delay_seconds=int(fields.get("dly", "0")),
+            retention_ms=retention,
+            visibility_timeout_ms=visibility,
+            delay_ms=delay or 0,
             max_receives=opt("mr"),
             dead_letter_queue=QueueRef.parse(dlq).name if dlq else None,
             max_messages=opt("lim_n"),
@@ -98,11 +135,36 @@ class QueueConfig:
         )
 
 
+# Timers (retention, visibility timeout, delay) are stored as whole seconds under their own
+# field, the format every version before reads, or in ms under `<field>_ms` when not a whole
+# second; a reader takes the ms field of a hash over its seconds field (_lib.lua too).
+TIMER_FIELDS = ("ret", "vt", "dly")
+MS_SUFFIX = "_ms"
+TIMER_KEYS = (*TIMER_FIELDS, *(name + MS_SUFFIX for name in TIMER_FIELDS))
+
+
+def timer_field(name: str, ms: int) -> tuple[str, str]:
+    """The field and value a timer of `ms` is stored as."""
+    if ms % 1000 == 0:
+        return name, str(ms // 1000)
+    return name + MS_SUFFIX, str(ms)
+
+
+def timer_ms(fields: Mapping[str, str], name: str) -> int | None:
+    """A stored timer in ms, from its ms field or else its seconds field (None: neither)."""
+    if (ms := fields.get(name + MS_SUFFIX)) is not None:
+        return int(ms)
+    if (seconds := fields.get(name)) is not None:
+        return int(seconds) * 1000
+    return None
+
+
 LIMIT_FIELDS = ("lim_n", "lim_b", "lim_mb")  # "0" stored: no limit, whatever the default
+CREATED_FIELD = "created"  # the creation time (ms): a queue exists while its config has it
 # Every field a queue keeps in its config hash (what a DIDComm queue's deletion removes from
 # the connection record it shares).
 QUEUE_FIELDS = (
-    "ret", "vt", "dly", "mr", "dlq", *LIMIT_FIELDS, "wq", "bytes", "created", "la", "ld", "lr",
+    *TIMER_KEYS, "mr", "dlq", *LIMIT_FIELDS, "wq", "bytes", CREATED_FIELD, "la", "ld", "lr",
 )  # fmt: skip
 
 
@@ -149,7 +211,7 @@ class ReceivedMessage:
 @dataclass(frozen=True)
 class Hold:
     """A live socket's hold on its recipient, renewed by the receives of its delivery loop
-    (keys.ConnectionKeys.presence; owner `<node>/<socket>`)."""
+    (keys.ConnectionKeys.presence; owner `<node>/<socket>`: `owner_of`)."""
 
     key: str
     owner: str
@@ -157,6 +219,22 @@ class Hold:
 
     def script_args(self) -> tuple[list[str], list[str | int]]:
         return [self.key], [self.owner, self.ttl_ms]
+
+    @staticmethod
+    def owner_of(node: str, socket: str) -> str:
+        """The owner a hold stores for a socket of a node."""
+        return f"{node}/{socket}"
+
+    @staticmethod
+    def parse_owner(owner: str) -> tuple[str, str] | None:
+        """(node, socket) of a stored owner; None when it names no socket."""
+        node, slash, socket = owner.partition("/")
+        return (node, socket) if slash else None
+
+    @staticmethod
+    def node_of(owner: str) -> str:
+        """The node of a stored owner."""
+        return owner.partition("/")[0]
 
 
 @dataclass(frozen=True)

@@ -8,19 +8,15 @@ a filtered receive "park" entries it skips (see receive_filtered.lua).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from mediator.engine import keys
+from mediator.engine import keys, replies
 from mediator.engine.model import Hold, QueueRef, ReceivedMessage, ReceiveResult, TagStats
+from mediator.engine.replies import Handout, ReceiveCode
 from mediator.engine.scripts import Scripts
 from mediator.errors import HoldLost, QueueNotFound
 
 RECEIVE_CHUNK = 100  # messages per receive script call: keeps every script short
 MAX_RECEIVE_CALLS = 50  # bounds one receive when scripts keep stopping at their purge budget
-
-
-def text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class RecipientQueues:
@@ -38,18 +34,10 @@ class RecipientQueues:
     async def tag_stats(self, ref: QueueRef, tag: str, *, scan: int = 100_000) -> TagStats:
         """Counts of the messages carrying trace id `tag`; scans at most `scan` entries."""
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call("tag_stats", qk.all, [tag, scan])
-        if int(r[0]) == -1:
+        stats = replies.tag_stats(await self.scripts.call("tag_stats", qk.all, [tag, scan]))
+        if stats is None:
             raise QueueNotFound(ref.name)
-        return TagStats(
-            now_ms=int(r[1]),
-            messages=int(r[2]),
-            visible=int(r[3]),
-            bytes=int(r[4]),
-            oldest_ms=optional_ms(r[5]),
-            newest_ms=optional_ms(r[6]),
-            complete=bool(int(r[7])),
-        )
+        return stats
 
     async def set_limits(
         self,
@@ -58,9 +46,9 @@ class RecipientQueues:
         max_messages: int | None,
         max_bytes: int | None,
         max_message_bytes: int | None,
-        retention_seconds: int,
+        retention_ms: int,
         will_queue: bool,
-        visibility_timeout_seconds: int | None = None,
+        visibility_timeout_ms: int | None = None,
     ) -> None:
         """Replace a queue's limits and retention; upkeep runs soon to apply a shorter one."""
 
@@ -68,22 +56,24 @@ class RecipientQueues:
             return "" if value is None else str(value)
 
         qk = keys.queue_keys(ref.qualified)
-        r = await self.scripts.call(
-            "queue_limits",
-            qk.all,
-            [
-                retention_seconds,
-                "1" if will_queue else "0",
-                opt(visibility_timeout_seconds),
-                opt(max_messages),
-                opt(max_bytes),
-                opt(max_message_bytes),
-                ref.qualified,
-            ],
+        hint = replies.queue_limits_hint(
+            await self.scripts.call(
+                "queue_limits",
+                qk.all,
+                [
+                    retention_ms,
+                    "1" if will_queue else "0",
+                    opt(visibility_timeout_ms),
+                    opt(max_messages),
+                    opt(max_bytes),
+                    opt(max_message_bytes),
+                    ref.qualified,
+                ],
+            )
         )
-        if int(r[0]) == -1:
+        if hint is None:
             raise QueueNotFound(ref.name)
-        await self._hint(qk.shard, int(r[1]))
+        await self._hint(qk.shard, hint)
 
     # ---------------------------------------------------------------- messages
 
@@ -121,18 +111,20 @@ class RecipientQueues:
         for _ in range(MAX_RECEIVE_CALLS):
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             args[2] = want
-            r = await self.scripts.call("receive_filtered", [*qk.all, *hold_keys], args)
-            if int(r[0]) == -1:
+            r = Handout.decode_filtered(
+                await self.scripts.call("receive_filtered", [*qk.all, *hold_keys], args)
+            )
+            if r.code is ReceiveCode.NO_QUEUE:
                 raise QueueNotFound(ref.name)
-            if int(r[0]) == -2:
+            if r.code is ReceiveCode.HOLD_LOST:
                 raise HoldLost(ref.name)
-            now, count, more = int(r[1]), int(r[3]), int(r[4])
-            args[7] = text(r[5])
-            out += [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(count)]
-            if len(out) >= max_messages or (not more and count < want):
-                drained = not more and count < want
-                if not out and int(r[2]) >= 0:
-                    next_due = int(r[2])
+            now, args[7] = r.now_ms, r.cursor
+            out += r.messages
+            ended = not r.more and len(r.messages) < want
+            if len(out) >= max_messages or ended:
+                drained = ended
+                if not out:
+                    next_due = r.next_due_ms
                 break
         return ReceiveResult(out, now, next_due, drained)
 
@@ -150,21 +142,4 @@ class RecipientQueues:
         """Hand out again, with a new deadline, what is handed out and not acknowledged."""
         qk = keys.queue_keys(ref.qualified)
         r = await self.scripts.call("reclaim_inflight", qk.all, [visibility_timeout_ms, most])
-        return [received_message(r[6 + 9 * i : 15 + 9 * i]) for i in range(int(r[3]))]
-
-
-def optional_ms(value: Any) -> int | None:
-    return None if int(value) < 0 else int(value)
-
-
-def received_message(f: Sequence[Any]) -> ReceivedMessage:
-    return ReceivedMessage(
-        message_id=text(f[0]),
-        body=bytes(f[1]),
-        content_type=text(f[2]),
-        content_encoding=text(f[3]),
-        trace_id=text(f[4]),
-        published_ms=int(f[5]),
-        receives=int(f[6]),
-        visible_at_ms=int(f[7]),
-    )
+        return list(Handout.decode(r).messages)

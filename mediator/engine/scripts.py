@@ -1,8 +1,9 @@
 """Loads the Lua scripts once and calls them by SHA (reloading on NOSCRIPT).
 
-Every script is `_lib.lua` followed by the script's own file; the header of each file lists
-its KEYS, ARGV and return codes. `engine.py` is the one place that turns those return codes
-into domain results and errors.
+Every script is `_lib.lua` followed by the script's own file (after the file's flags, when it
+starts with a `#!lua` line: snapshot_page.lua is read only); the header of each file lists
+its KEYS, ARGV and return codes. `replies` decodes each script's reply and names its codes;
+the script's caller turns them into domain results and errors.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ NAMES = (
     "notify",
     "rate",
     "push_lease",
+    "snapshot_page",
 )
 
 
@@ -62,7 +64,12 @@ NAMES = (
 def source(name: str) -> str:
     folder = resources.files("mediator.engine") / "lua"
     lib = (folder / "_lib.lua").read_text()
-    return _constants() + lib + "\n" + _prelude(name) + (folder / f"{name}.lua").read_text()
+    own = (folder / f"{name}.lua").read_text()
+    flags = ""
+    if own.startswith("#!"):  # flags must open the script
+        flags, own = own.split("\n", 1)
+        flags += "\n"
+    return flags + _constants() + lib + "\n" + _prelude(name) + own
 
 
 def _constants() -> str:

@@ -82,7 +82,10 @@ class WakeHub:
                 if queue in self._timers:
                     self._timers.pop(queue)[1].cancel()
 
-    def waiter_count(self) -> int:
+    def waiter_count(self, queue: str | None = None) -> int:
+        """Waiters on this node: on `queue` (qualified), or on all queues."""
+        if queue is not None:
+            return len(self._waiters.get(queue, ()))
         return sum(len(w) for w in self._waiters.values())
 
     def wake(self, queue: str, count: int | None = None) -> None:

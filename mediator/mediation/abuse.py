@@ -23,11 +23,12 @@ import time
 from dataclasses import dataclass
 
 from mediator.engine import keys
+from mediator.engine.replies import BudgetReply
 from mediator.engine.scripts import Scripts
 from mediator.errors import RateLimited
 from mediator.mediation.senders import Refusals, SenderTags
 from mediator.networks import proxy_networks, within
-from mediator.settings import Settings
+from mediator.settings import LimitSettings
 from mediator.storage.clients import RedisClient
 
 MINUTE_MS = 60_000
@@ -44,17 +45,19 @@ class Budget:
 
 class Limiter:
     def __init__(
-        self, scripts: Scripts, settings: Settings, redis: RedisClient, seed: bytes
+        self, scripts: Scripts, limits: LimitSettings, redis: RedisClient, seed: bytes
     ) -> None:
         self.scripts = scripts
         self.tags = SenderTags(seed)
-        self.refusals = Refusals(redis, settings)
-        self.handshakes = Budget("hs", settings.limit_handshakes_per_minute, MINUTE_MS)
-        self.connections = Budget("cn", settings.limit_connections_per_minute, MINUTE_MS)
-        self.sender_bytes = Budget("sb", settings.limit_sender_bytes_per_minute, MINUTE_MS)
+        self.refusals = Refusals(redis, limits)
+        self.handshakes = Budget("hs", limits.handshakes_per_minute, MINUTE_MS)
+        self.connections = Budget("cn", limits.connections_per_minute, MINUTE_MS)
+        self.sender_bytes = Budget("sb", limits.sender_bytes_per_minute, MINUTE_MS)
         self._bytes = _LocalTally(self.sender_bytes.amount // SHARE_OF_BUDGET)
-        self.exempt_networks = settings.limit_exempt_networks
-        for setting in (settings.trusted_proxies, settings.limit_exempt_networks):
+        self.exempt_networks = limits.exempt_networks
+        # Whom a request counts against (mediator/transport/client_address.py).
+        self.trusted_proxies = limits.trusted_proxies
+        for setting in (limits.trusted_proxies, limits.exempt_networks):
             proxy_networks(setting)  # a malformed list stops the node at its start
 
     def exempt(self, subject: str) -> bool:
@@ -95,15 +98,15 @@ class Limiter:
         """Use `amount` of `subject`'s budget, or raise RateLimited (nothing used)."""
         if budget.amount <= 0 or self.exempt(subject):
             return
-        wait_ms = int(
+        reply = BudgetReply.decode(
             await self.scripts.call(
                 "rate",
                 [keys.rate_window(budget.kind, subject)],
                 [amount, budget.amount, budget.window_ms],
             )
         )
-        if wait_ms > 0:
-            raise _refusal(budget.kind, math.ceil(wait_ms / 1000))
+        if not reply.taken:
+            raise _refusal(budget.kind, math.ceil(reply.wait_ms / 1000))
 
     async def check(self, budget: Budget, subject: str) -> None:
         """Refuse when `subject` has used up its budget, without using any of it."""

@@ -20,11 +20,12 @@ from mediator.didcomm.did_doc import Service
 from mediator.didcomm.invitation import invitation_urls, multi_use_id
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
+from mediator.engine.replies import connection_created
 from mediator.engine.scripts import Scripts
 from mediator.mediation import record as rec
 from mediator.mediation.keymaps import is_verkey, raw_key
 from mediator.mediation.record import COMPLETED, RESPONDED
-from mediator.settings import Settings
+from mediator.settings import DidcommSettings
 from mediator.storage.clients import RedisClient
 
 __all__ = ["COMPLETED", "RESPONDED", "Handshake", "HandshakeBook"]
@@ -91,12 +92,13 @@ class HandshakeBook:
         if handshake.services:
             fields[rec.SERVICES] = services_json(handshake.services)
         flat = [item for pair in fields.items() for item in pair]
-        created = await self.scripts.call(
-            "connection_create",
-            [keys.connection_keys(handshake.verkey).record],
-            [now_ms, ttl, rec.HANDSHAKE, rec.HANDSHAKE_MS, rec.MEDIATION, *flat],
+        return connection_created(
+            await self.scripts.call(
+                "connection_create",
+                [keys.connection_keys(handshake.verkey).record],
+                [now_ms, ttl, rec.HANDSHAKE, rec.HANDSHAKE_MS, rec.MEDIATION, *flat],
+            )
         )
-        return bool(int(created))
 
     async def keep(self, verkey: str, ours: str) -> None:
         """Keep a connection for good (it was granted mediation): its record loses its
@@ -140,8 +142,11 @@ class HandshakeBook:
         value = await self.redis.hget(keys.connection_keys(verkey).record, rec.THREAD)
         return None if value is None else _text(value)
 
-    async def invitation(self, identity: KeyPair, settings: Settings) -> dict[str, Any]:
-        """What `GET /invitation` answers: the multi-use invitation, or a new single-use one."""
+    async def invitation(
+        self, identity: KeyPair, settings: DidcommSettings, endpoint: str
+    ) -> dict[str, Any]:
+        """What `GET /invitation` answers: the multi-use invitation, or a new single-use one;
+        `endpoint`: ours, public."""
         if settings.invitation_multi_use:
             keys_, oob_id = identity, multi_use_id(identity)
         else:
@@ -149,7 +154,7 @@ class HandshakeBook:
             keys_, oob_id = made.keys, made.id
         return invitation_urls(
             keys_,
-            settings.public_endpoint,
+            endpoint,
             settings.label,
             oob_id,
             multi_use=settings.invitation_multi_use,

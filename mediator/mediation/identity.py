@@ -16,8 +16,8 @@ async def load_identity(redis: RedisClient, seed_setting: str) -> KeyPair:
     """The configured seed, else the seed the first node stored in Redis (made if none)."""
     if seed_setting:
         return from_seed_setting(seed_setting)
-    await redis.hsetnx(keys.mediator_identity(), "seed", secrets.token_hex(32))
-    stored = await redis.hget(keys.mediator_identity(), "seed")
+    await redis.hsetnx(keys.mediator_identity(), keys.IDENTITY_SEED, secrets.token_hex(32))
+    stored = await redis.hget(keys.mediator_identity(), keys.IDENTITY_SEED)
     if stored is None:
         raise ConfigError("the mediator's key seed vanished from Redis")
     text = stored.decode() if isinstance(stored, bytes) else str(stored)

@@ -8,7 +8,7 @@ from typing import Any
 
 from mediator.engine.model import INT32_MAX, QueueConfig
 from mediator.errors import ProblemReport
-from mediator.settings import Settings
+from mediator.settings import QueueSettings
 
 UNLIMITED_RETENTION = INT32_MAX  # seconds; the engine needs a number
 
@@ -22,12 +22,12 @@ class QueueLimits:
     will_queue: bool = True
 
     @classmethod
-    def defaults(cls, settings: Settings) -> QueueLimits:
+    def defaults(cls, settings: QueueSettings) -> QueueLimits:
         return cls(
-            message_count_limit=settings.queue_message_count_limit,
-            size_limit=settings.queue_size_limit,
-            message_size_limit=settings.queue_message_size_limit,
-            duration_limit=settings.queue_duration_limit,
+            message_count_limit=settings.message_count_limit,
+            size_limit=settings.size_limit,
+            message_size_limit=settings.message_size_limit,
+            duration_limit=settings.duration_limit,
         )
 
     @classmethod
@@ -42,23 +42,23 @@ class QueueLimits:
             will_queue=config.will_queue,
         )
 
-    def to_config(self, settings: Settings) -> QueueConfig:
+    def to_config(self, settings: QueueSettings) -> QueueConfig:
         return QueueConfig(
-            retention_seconds=self.duration_limit or UNLIMITED_RETENTION,
-            visibility_timeout_seconds=settings.delivery_timeout_seconds,
+            retention_ms=(self.duration_limit or UNLIMITED_RETENTION) * 1000,
+            visibility_timeout_ms=settings.delivery_timeout_seconds * 1000,
             max_messages=self.message_count_limit or None,
             max_bytes=self.size_limit or None,
             max_message_bytes=self.message_size_limit or None,
             will_queue=self.will_queue,
         )
 
-    def updated(self, update: dict[str, Any], settings: Settings) -> QueueLimits:
+    def updated(self, update: dict[str, Any], settings: QueueSettings) -> QueueLimits:
         """Apply a status-update-request's `update`, each value held within the maxima."""
         maxima = {
-            "message_count_limit": settings.queue_message_count_max,
-            "size_limit": settings.queue_size_max,
-            "message_size_limit": settings.queue_message_size_max,
-            "duration_limit": settings.queue_duration_max,
+            "message_count_limit": settings.message_count_max,
+            "size_limit": settings.size_max,
+            "message_size_limit": settings.message_size_max,
+            "duration_limit": settings.duration_max,
         }
         changes: dict[str, Any] = {}
         for name, value in update.items():

@@ -31,7 +31,7 @@ from mediator.mediation.limits import QueueLimits
 from mediator.mediation.store import MediationStore
 from mediator.mediation.threads import ThreadOrder
 from mediator.ops.metrics import Metrics
-from mediator.settings import Settings
+from mediator.settings import QueueSettings
 
 # Every message of a mailbox is an encrypted envelope: its content type is not stored with
 # each (32 bytes a message), and is empty in the queue.
@@ -73,7 +73,7 @@ class Forwarded:
     duplicate: bool = False  # the same bytes were queued for it already: not stored again
 
 
-def defaults(settings: Settings) -> QueueConfig:
+def defaults(settings: QueueSettings) -> QueueConfig:
     """The operator's default limits: what a recipient's queue keeps to unless the recipient
     changed them (they are not stored with each queue, so a new default applies to all)."""
     return QueueLimits.defaults(settings).to_config(settings)
@@ -83,15 +83,19 @@ class Mailbox:
     def __init__(
         self,
         engine: Engine,
-        settings: Settings,
+        queue: QueueSettings,
         metrics: Metrics | None = None,
         *,
+        forwards_per_second: int,
         routed: bool = False,
     ) -> None:
+        """`forwards_per_second`: what a recipient connection accepts from senders
+        (--limit-forwards-per-second)."""
         self.engine = engine
-        self.settings = settings
+        self.queue = queue
         self.metrics = metrics
-        self.defaults = defaults(settings)
+        self.forwards_per_second = forwards_per_second
+        self.defaults = defaults(queue)
         # Route lookup and send in one script call (every key on one server: not a cluster).
         self.routed = routed
 
@@ -130,7 +134,7 @@ class Mailbox:
             [message],
             create_with=self.defaults,
             confirm=confirm,
-            per_second=self.settings.limit_forwards_per_second if limited else 0,
+            per_second=self.forwards_per_second if limited else 0,
         )
         duplicate = self._duplicate(result)
         return Forwarded(connection, result.message_ids[0], None, duplicate=duplicate)
@@ -168,7 +172,7 @@ class Mailbox:
                 message,
                 report_fields=(rec.SERVICES, rec.DEVICE_TOKEN),
                 notify_ms=notify_ms,
-                per_second=self.settings.limit_forwards_per_second,
+                per_second=self.forwards_per_second,
             )
             if done is None:
                 return None
@@ -213,7 +217,7 @@ class Mailbox:
         """Hand out up to `limit` messages until the delivery deadline (with the Redis time
         and, when nothing came back, the next time something may)."""
         ref = queue_of(connection)
-        vt = self.settings.delivery_timeout_seconds * 1000
+        vt = self.queue.delivery_timeout_seconds * 1000
         try:
             if recipient_key is None and since_ms is None:
                 result = await self.engine.receive(
@@ -267,7 +271,7 @@ class Mailbox:
     async def reclaim(self, connection: str, most: int) -> list[ReceivedMessage]:
         """Hand out again, with a new delivery deadline, everything handed out and not yet
         acknowledged: a new live socket took over from one that may be gone."""
-        vt = self.settings.delivery_timeout_seconds * 1000
+        vt = self.queue.delivery_timeout_seconds * 1000
         try:
             messages = await self.engine.reclaim_inflight(queue_of(connection), vt, most)
         except QueueNotFound:
@@ -284,18 +288,18 @@ class Mailbox:
         try:
             info = await self.engine.get_queue(queue_of(connection))
         except QueueNotFound:
-            return QueueLimits.defaults(self.settings)
+            return QueueLimits.defaults(self.queue)
         return QueueLimits.from_config(info.config)
 
     async def set_limits(self, connection: str, limits: QueueLimits) -> None:
         await self.open(connection)
-        config = limits.to_config(self.settings)
+        config = limits.to_config(self.queue)
         await self.engine.set_limits(
             queue_of(connection),
             max_messages=config.max_messages,
             max_bytes=config.max_bytes,
             max_message_bytes=config.max_message_bytes,
-            retention_seconds=config.retention_seconds,
+            retention_ms=config.retention_ms,
             will_queue=config.will_queue,
         )
 

@@ -41,13 +41,14 @@ from mediator.didcomm.did_doc import Service
 from mediator.didcomm.forwarding import wrap
 from mediator.engine import keys
 from mediator.engine.model import ReceivedMessage
+from mediator.engine.replies import push_lease_held
 from mediator.engine.scripts import Scripts
 from mediator.errors import AnswerTooLarge, OutboundError, OutboundRefused
 from mediator.mediation import record as rec
 from mediator.mediation.mailbox import Mailbox, queue_of
 from mediator.mediation.store import MediationStore
 from mediator.ops.metrics import Metrics
-from mediator.settings import Settings
+from mediator.settings import OutboundSettings, PushSettings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
@@ -67,17 +68,19 @@ class Pusher:
         redis: RedisClient,
         store: MediationStore,
         mailbox: Mailbox,
-        settings: Settings,
+        settings: PushSettings,
+        calls: OutboundSettings,
         metrics: Metrics | None = None,
     ) -> None:
         self.redis = redis
         self.store = store
         self.mailbox = mailbox
         self.settings = settings
+        self.calls = calls
         self.metrics = metrics
-        self.http = outbound.client(settings, peers=True)
-        self.guard = outbound.Guard(settings, peers=True)
-        self.tls = outbound.tls_context(settings)
+        self.http = outbound.client(calls, peers=True)
+        self.guard = outbound.Guard(calls, peers=True)
+        self.tls = outbound.tls_context(calls)
         self.scripts = Scripts(redis)
         self.id = uuid.uuid4().hex[:16]  # this pusher's name on the leases it holds
         self._refusals: dict[str, float] = {}  # endpoint -> until when it is not logged again
@@ -171,13 +174,14 @@ class Pusher:
 
     def _guard_ms(self) -> int:
         """How long a push may go unheard of before a worker takes it over."""
-        guard_s = self.settings.delivery_timeout_seconds + self.settings.push_timeout_seconds
+        guard_s = self.mailbox.queue.delivery_timeout_seconds + self.calls.timeout_seconds
         return int(guard_s * 1000)
 
     async def _lease(self, connection: str, op: Literal["take", "give", "drop"]) -> bool:
         lease = keys.connection_keys(connection).push
-        held = await self.scripts.call("push_lease", [lease], [self.id, self._guard_ms(), op])
-        return bool(held)
+        return push_lease_held(
+            await self.scripts.call("push_lease", [lease], [self.id, self._guard_ms(), op])
+        )
 
     async def _push_queue(self, connection: str, services: tuple[Service, ...]) -> bool:
         """Push until the queue is empty (True) or the endpoint fails (False, retry set).
@@ -209,8 +213,8 @@ class Pusher:
                     return False
                 attempts = int(await self.redis.hincrby(record, rec.PUSH_ATTEMPTS, 1))
                 delay = min(
-                    self.settings.push_retry_max_seconds,
-                    self.settings.push_retry_min_seconds * 2 ** min(attempts - 1, 30),
+                    self.settings.retry_max_seconds,
+                    self.settings.retry_min_seconds * 2 ** min(attempts - 1, 30),
                 )
                 await self._schedule(connection, now + int(delay * 1000))
                 log.info(
@@ -251,8 +255,8 @@ class Pusher:
                     async with outbound.websocket(
                         self.guard,
                         service.endpoint,
-                        total=self.settings.push_timeout_seconds,
-                        cap=self.settings.outbound_max_response_bytes,
+                        total=self.calls.timeout_seconds,
+                        cap=self.calls.max_response_bytes,
                         tls=self.tls,
                     ) as ws:
                         await ws.send(body.decode())

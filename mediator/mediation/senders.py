@@ -10,8 +10,13 @@ shard copies the changed totals into the senders' counts about a second later
 (`SenderBooks.settle`, member `@sb` of the shard's schedule) and lists a sender whose count
 is over the limit in keys.senders_over for `OVER_MS`; the worker holding partition 0 reads
 the list again every `RECHECK_SECONDS` (`SenderBooks.recheck`), keeping those still over
-and dropping the others. Each node reads the list at most once a second (`Refusals`) and
-answers the sender's forwards 429 with Retry-After.
+and dropping the others. A count and the list sit in different slots, so no script reads
+one and writes the other: a settle reads the counts of the senders it listed again, and
+a recheck renews only senders still listed, so that a sender another worker's settle took
+under meanwhile is not left listed (refused). The other way round, a sender just gone over
+may miss its listing by such a race; its next forward's settle lists it. Each node reads
+the list at most once a second (`Refusals`) and answers the sender's forwards 429 with
+Retry-After.
 
 So a forward costs no Redis call of its own for this limit, and a queue and its sender's
 bookkeeping change together atomically. The count lags the queues by a settle (about a
@@ -32,9 +37,10 @@ import time
 from typing import Any
 
 from mediator.engine import keys
+from mediator.engine.replies import SenderCount, SenderTotal
 from mediator.engine.scripts import Scripts
 from mediator.errors import RateLimited
-from mediator.settings import Settings
+from mediator.settings import LimitSettings, QueueSettings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
@@ -64,9 +70,9 @@ class SenderTags:
         return base64.urlsafe_b64encode(digest).decode()
 
 
-def count_ttl_ms(settings: Settings) -> int:
+def count_ttl_ms(queue: QueueSettings) -> int:
     """A sender's count outlives the longest a message may wait, plus a day."""
-    longest = max(settings.queue_duration_limit, settings.queue_duration_max)
+    longest = max(queue.duration_limit, queue.duration_max)
     if longest <= 0:  # no limit: a year
         longest = 365 * 86_400
     return longest * 1000 + DAY_MS
@@ -75,33 +81,39 @@ def count_ttl_ms(settings: Settings) -> int:
 class SenderBooks:
     """The workers' side: copies a shard's changed totals into the senders' counts."""
 
-    def __init__(self, redis: RedisClient, scripts: Scripts, settings: Settings) -> None:
+    def __init__(
+        self, redis: RedisClient, scripts: Scripts, limits: LimitSettings, queue: QueueSettings
+    ) -> None:
         self.redis = redis
         self.scripts = scripts
-        self.limit = settings.limit_sender_queued_bytes
-        self.ttl_ms = count_ttl_ms(settings)
+        self.limit = limits.sender_queued_bytes
+        self.ttl_ms = count_ttl_ms(queue)
 
     async def settle(self, shard: int, now_ms: int) -> int:
         """Copy the changed senders' totals in the shard; how many senders."""
         books = [keys.shard_senders(shard), keys.shard_senders_changed(shard)]
         books.append(keys.shard_due(shard))
-        flat = await self.scripts.call(
-            "senders_take", books, [keys.SENDERS_MEMBER, now_ms + RETRY_MS, MOST_TAKEN]
+        totals = SenderTotal.decode_all(
+            await self.scripts.call(
+                "senders_take", books, [keys.SENDERS_MEMBER, now_ms + RETRY_MS, MOST_TAKEN]
+            )
         )
-        totals = [(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
         if not totals:
             return 0
         counts = await self.scripts.pipeline(
             [
-                ("sender_count", [keys.sender_queued(tag)], [shard, total, self.ttl_ms])
-                for tag, total in totals
+                ("sender_count", [keys.sender_queued(t.tag)], [shard, t.total, self.ttl_ms])
+                for t in totals
             ]
         )
         await self._verdicts(
-            [(tag, int(c[0]), int(c[1])) for (tag, _), c in zip(totals, counts, strict=True)],
+            [
+                (t.tag, c.now, c.before)
+                for t, c in zip(totals, map(SenderCount.decode, counts), strict=True)
+            ],
             now_ms,
         )
-        done = [v for pair in totals for v in pair]
+        done = [v for t in totals for v in (t.tag, t.total)]
         await self.scripts.call(
             "senders_done", books, [keys.SENDERS_MEMBER, now_ms + SETTLE_MS, *done]
         )
@@ -121,28 +133,40 @@ class SenderBooks:
             if under:
                 pipe.zrem(keys.senders_over(), *under)
             await pipe.execute()
+        if over:
+            await self._unlist_under(list(over))
+
+    async def _unlist_under(self, listed: list[str]) -> None:
+        """Unlist those of the senders just listed whose count is now under the limit: a
+        settle of another of their shards (another worker) took them under, and unlisted
+        them, between this settle's copy and its listing."""
+        under = [
+            t for t, c in zip(listed, await self._counts(listed), strict=True) if c <= self.limit
+        ]
+        if under:
+            await self.redis.zrem(keys.senders_over(), *under)
+
+    async def _counts(self, tags: list[str]) -> list[int]:
+        pipe = self.redis.pipeline(transaction=False)
+        for tag in tags:
+            pipe.hget(keys.sender_queued(tag), keys.SENDER_QUEUED_SUM)
+        return [int(c or 0) for c in await pipe.execute()]
 
     async def recheck(self, now_ms: int) -> int:
         """The listed senders again, from their counts: those still over stay listed for
-        another `OVER_MS`, the others go (also a listing that raced an unlisting, and one
-        whose settle never came). How many stay listed."""
+        another `OVER_MS`, the others go (also a listing whose settle died before it read
+        the count again). Only senders still listed are renewed (ZADD XX): one a settle
+        unlisted after the counts were read stays unlisted. How many stay listed."""
         if self.limit <= 0:
             return 0
         listed = [_text(t) for t in await self.redis.zrange(keys.senders_over(), 0, MOST_OVER)]
         if not listed:
             return 0
-        pipe = self.redis.pipeline(transaction=False)
-        for tag in listed:
-            pipe.hget(keys.sender_queued(tag), "@")
-        counts = await pipe.execute()
-        over = {
-            t: now_ms + OVER_MS
-            for t, c in zip(listed, counts, strict=True)
-            if int(c or 0) > self.limit
-        }
+        counts = await self._counts(listed)
+        over = {t: now_ms + OVER_MS for t, c in zip(listed, counts, strict=True) if c > self.limit}
         pipe = self.redis.pipeline(transaction=False)
         if over:
-            pipe.zadd(keys.senders_over(), over)
+            pipe.zadd(keys.senders_over(), over, xx=True)
         if len(over) < len(listed):
             pipe.zrem(keys.senders_over(), *(t for t in listed if t not in over))
         await pipe.execute()
@@ -152,9 +176,9 @@ class SenderBooks:
 class Refusals:
     """The nodes' side: the senders over the limit, read at most once a second."""
 
-    def __init__(self, redis: RedisClient, settings: Settings) -> None:
+    def __init__(self, redis: RedisClient, limits: LimitSettings) -> None:
         self.redis = redis
-        self.limit = settings.limit_sender_queued_bytes
+        self.limit = limits.sender_queued_bytes
         self.reason = TOO_MUCH.format(_size(self.limit))
         self.until: dict[str, float] = {}  # tag -> until when refused (epoch seconds)
         self._read_at = -math.inf

@@ -20,6 +20,7 @@ from base58 import b58encode
 
 from mediator.didcomm.did_doc import Service
 from mediator.engine import keys
+from mediator.engine.replies import RouteAddCode, held, route_added
 from mediator.engine.scripts import Scripts
 from mediator.mediation import record as rec
 from mediator.mediation.handshakes import services_from_json
@@ -125,19 +126,19 @@ class MediationStore:
     async def add_key(self, connection: str, key: str) -> str:
         """Register `key` for `connection`: success, no_change, or client_error (taken)."""
         raw = raw_key(key)
-        routed = int(
+        routed = route_added(
             await self.scripts.call("route", [keys.routes_bucket(raw)], ["add", raw, connection])
         )
-        if routed < 0:
+        if routed is RouteAddCode.TAKEN:
             return "client_error"
         added = await self.redis.hset(keys.connection_keys(connection).record, rec.KEY + raw, "")
-        return "success" if routed or added else "no_change"
+        return "success" if routed is RouteAddCode.ADDED or added else "no_change"
 
     async def remove_key(self, connection: str, key: str) -> str:
         """Unregister `key`: success, or no_change when this connection does not hold it."""
         raw = raw_key(key)
         removed = await self.redis.hdel(keys.connection_keys(connection).record, rec.KEY + raw)
-        released = int(
+        released = held(
             await self.scripts.call(
                 "route", [keys.routes_bucket(raw)], ["release", raw, connection]
             )

@@ -16,6 +16,7 @@ from redis.exceptions import OutOfMemoryError
 
 from mediator.didcomm.message import Message
 from mediator.engine import keys
+from mediator.engine.replies import ThreadOrders
 from mediator.engine.scripts import Scripts
 from mediator.storage.clients import RedisClient
 
@@ -23,7 +24,7 @@ from mediator.storage.clients import RedisClient
 @dataclass(frozen=True)
 class ThreadOrder:
     """What counts our reply to one inbound message: the connection's thread hash and the
-    script arguments (thread id, the peer's sender_order, the hash's lifetime)."""
+    script arguments (thread id, the peer's sender_order, the hash's lifetime in ms)."""
 
     key: str
     args: tuple[str, int, int]
@@ -32,24 +33,26 @@ class ThreadOrder:
 class ThreadBook:
     def __init__(self, redis: RedisClient, ttl_seconds: int) -> None:
         self.scripts = Scripts(redis)
-        self.ttl = ttl_seconds
+        self.ttl_ms = ttl_seconds * 1000
 
     def order(self, connection: str, inbound: Message) -> ThreadOrder:
         thread = inbound.thread
         return ThreadOrder(
             keys.connection_keys(connection).threads,
-            (thread.thid, thread.sender_order, self.ttl),
+            (thread.thid, thread.sender_order, self.ttl_ms),
         )
 
     async def reply_thread(self, connection: str, inbound: Message) -> dict[str, Any]:
         """The `~thread` of our next message on the inbound message's thread."""
         order = self.order(connection, inbound)
         try:
-            ours, highest = await self.scripts.call("thread_order", [order.key], list(order.args))
+            orders = ThreadOrders.decode(
+                await self.scripts.call("thread_order", [order.key], list(order.args))
+            )
         except OutOfMemoryError:  # Redis is full: a reply (a pickup's, which frees memory)
             # still goes out, with orders that are not remembered
             return self.thread(connection, inbound, 0, inbound.thread.sender_order)
-        return self.thread(connection, inbound, int(ours), int(highest))
+        return self.thread(connection, inbound, orders.ours, orders.highest)
 
     @staticmethod
     def thread(connection: str, inbound: Message, ours: int, highest: int) -> dict[str, Any]:

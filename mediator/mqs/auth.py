@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 
 from starlette.requests import Request
 
 from mediator.errors import RequestError
-from mediator.settings import Settings
+from mediator.settings import MqsSettings
 
 
-def check(request: Request, settings: Settings) -> None:
-    if not settings.mqs_enabled:
+def served(settings: MqsSettings, host: str) -> bool:
+    """Without a token the mqs API is open, so it is only served on loopback."""
+    return bool(settings.tokens) or _loopback(host)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check(request: Request, settings: MqsSettings, *, served: bool) -> None:
+    if not served:
         raise RequestError(
             "the mqs API is disabled: no MEDIATOR_API_TOKENS are configured and the node "
             "listens on a non-loopback address",

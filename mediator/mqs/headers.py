@@ -66,9 +66,9 @@ def queue_config(headers: Mapping[str, str]) -> QueueConfig:
     delay = integer(headers, DELAY, 0, INT32_MAX, required=False)
     assert retention is not None and visibility is not None
     return QueueConfig(
-        retention_seconds=retention,
-        visibility_timeout_seconds=visibility,
-        delay_seconds=delay or 0,
+        retention_ms=retention * 1000,  # the API speaks whole seconds, the engine ms
+        visibility_timeout_ms=visibility * 1000,
+        delay_ms=(delay or 0) * 1000,
         max_receives=max_receives,
         dead_letter_queue=dlq,
     )

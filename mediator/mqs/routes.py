@@ -28,7 +28,7 @@ from mediator.errors import (
     StorageError,
 )
 from mediator.mqs import auth, body, headers, ranges, responses
-from mediator.settings import Settings
+from mediator.settings import MqsSettings
 from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ _STATUS: list[tuple[type[MediatorError], int]] = [
 class Mqs:
     engine: Engine
     hub: WakeHub
-    settings: Settings
+    settings: MqsSettings
+    served: bool  # with tokens, or on loopback (mqs/auth.py)
 
 
 def _mqs(request: Request) -> Mqs:
@@ -66,7 +67,8 @@ def endpoint(handler: Handler) -> Handler:
     @functools.wraps(handler)
     async def wrapped(request: Request) -> Response:
         try:
-            auth.check(request, _mqs(request).settings)
+            ctx = _mqs(request)
+            auth.check(request, ctx.settings, served=ctx.served)
             return await handler(request)
         except MethodNotAllowed as exc:
             return responses.error(exc.status, str(exc), {"Allow": ", ".join(exc.allow)})
@@ -197,8 +199,8 @@ async def receive_messages(request: Request) -> Response:
         ctx.hub,
         ref,
         n,
-        wait,
-        recheck_seconds=ctx.settings.long_poll_recheck_seconds,
+        wait * 1000,  # the API's seconds; the engine's ms
+        recheck_ms=int(ctx.settings.long_poll_recheck_seconds * 1000),
     )
     return responses.received(result.messages, batch=n > 1)
 

@@ -40,7 +40,7 @@ from mediator.notify.apns import ApnsKey, ApnsProvider
 from mediator.notify.fcm import FcmProvider, ServiceAccount
 from mediator.notify.provider import APNS, FCM, Device, Provider
 from mediator.notify.webhook import WebhookProvider
-from mediator.settings import Settings
+from mediator.settings import NotifySettings
 
 DEFAULT = "default"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -87,7 +87,9 @@ class Apps:
         return bool(self.apps)
 
     @classmethod
-    def load(cls, settings: Settings, http: httpx.AsyncClient, http2: httpx.AsyncClient) -> Apps:
+    def load(
+        cls, settings: NotifySettings, http: httpx.AsyncClient, http2: httpx.AsyncClient
+    ) -> Apps:
         apps = cls()
         default = _app(
             DEFAULT,
@@ -105,8 +107,8 @@ class Apps:
                     "api_url": settings.apns_api_url,
                 },
                 "webhook": {
-                    "url": settings.notify_webhook_url,
-                    "secret": settings.notify_webhook_secret,
+                    "url": settings.webhook_url,
+                    "secret": settings.webhook_secret,
                 },
             },
             http,
@@ -115,8 +117,8 @@ class Apps:
         if default.providers:
             apps.apps[DEFAULT] = default
             apps.default = DEFAULT
-        if settings.push_apps_file:
-            apps._read_file(settings.push_apps_file, http, http2)
+        if settings.apps_file:
+            apps._read_file(settings.apps_file, http, http2)
         return apps
 
     def _read_file(self, path: str, http: httpx.AsyncClient, http2: httpx.AsyncClient) -> None:

@@ -10,6 +10,7 @@ a listpack into a hash table, 160 B into 876 B (measured), for every phone.
 from __future__ import annotations
 
 from mediator.engine import keys
+from mediator.engine.model import QueueRef
 from mediator.engine.scripts import Scripts
 from mediator.mediation import record as rec
 from mediator.notify.provider import Device
@@ -27,7 +28,7 @@ def _s(value: bytes | str | None) -> str:
 def schedule_keys(connection: str) -> tuple[list[str], str]:
     """notify.lua's KEYS (the record, the shard's schedule, the device token; one slot) and
     the connection's member in the schedule."""
-    queue = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}")
+    queue = keys.queue_keys(QueueRef(keys.DIDCOMM_NAMESPACE, connection).qualified)
     device = keys.connection_keys(connection).device
     return [queue.cfg, queue.due, device], NOTE_MEMBER + connection
 

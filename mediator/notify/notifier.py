@@ -23,18 +23,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
 
 from mediator import outbound, tasks
 from mediator.cluster.presence import Presence
 from mediator.engine import keys
+from mediator.engine.model import QueueRef
+from mediator.engine.replies import NoteClaim, NoteReply
 from mediator.engine.scripts import Scripts
 from mediator.mediation.mailbox import Mailbox
 from mediator.notify.apps import Apps
 from mediator.notify.devices import DeviceBook, schedule_keys
 from mediator.notify.provider import Device, Notice, Outcome, Provider
 from mediator.ops.metrics import Metrics
-from mediator.settings import Settings
+from mediator.settings import NotifySettings, OutboundSettings, PushSettings
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
 log = logging.getLogger(__name__)
@@ -50,18 +51,24 @@ class Notifier:
         redis: RedisClient,
         mailbox: Mailbox,
         presence: Presence,
-        settings: Settings,
+        settings: NotifySettings,
+        retries: PushSettings,
+        calls: OutboundSettings,
         metrics: Metrics | None = None,
     ) -> None:
+        """`retries`: the pushes' backoff, which notifications share; `calls`: how every
+        outbound call is made and timed."""
         self.redis = redis
         self.mailbox = mailbox
         self.presence = presence
         self.settings = settings
+        self.retries = retries
+        self.calls = calls
         self.metrics = metrics
         self.scripts = Scripts(redis)
         self.devices = DeviceBook(redis)
-        self.http = outbound.client(settings)
-        self.http2 = outbound.client(settings, http2=True)
+        self.http = outbound.client(calls)
+        self.http2 = outbound.client(calls, http2=True)
         self.apps = Apps.load(settings, self.http, self.http2)
         self._running: dict[str, asyncio.Task[None]] = {}  # connection -> its notification
 
@@ -72,7 +79,7 @@ class Notifier:
         """How far ahead a forward schedules a phone's notification (0: none configured)."""
         if not self.apps.configured:
             return 0
-        return max(1, int(self.settings.notify_delay_seconds * 1000))
+        return max(1, int(self.settings.delay_seconds * 1000))
 
     async def queued(self, connection: str) -> None:
         """A sender's message was queued for `connection` by a call that did not schedule
@@ -82,9 +89,11 @@ class Notifier:
             return
         keys_, member = schedule_keys(connection)
         try:
-            at = int(await self.scripts.call("notify", keys_, ["queued", member, self.delay_ms]))
-            if at > 0:
-                await self._hint(connection, at)
+            note = NoteReply.decode(
+                await self.scripts.call("notify", keys_, ["queued", member, self.delay_ms])
+            )
+            if note.due_ms is not None:
+                await self._hint(connection, note.due_ms)
                 self.count("scheduled")
         except STORAGE_ERRORS as exc:
             log.warning("scheduling a notification failed: %s", exc)
@@ -100,8 +109,10 @@ class Notifier:
         if connection in self._running or len(self._running) >= CONCURRENCY:
             await self.defer(connection, BUSY_DEFER_MS)
             return
-        claimed = await self.scripts.call("notify", keys_, ["claim", member, self.guard_ms])
-        if not claimed:
+        claimed = NoteClaim.decode(
+            await self.scripts.call("notify", keys_, ["claim", member, self.guard_ms])
+        )
+        if claimed is None:
             return
         task = asyncio.create_task(self._run(connection, claimed), name="notify")
         self._running[connection] = task
@@ -118,21 +129,19 @@ class Notifier:
     def guard_ms(self) -> int:
         """How long a claim holds: a provider call's whole budget (a login and a send, each
         `--push-timeout-seconds`) and the Redis steps around it, with a margin."""
-        return int((3 * self.settings.push_timeout_seconds + 5) * 1000)
+        return int((3 * self.calls.timeout_seconds + 5) * 1000)
 
-    async def _run(self, connection: str, claimed: list[Any]) -> None:
-        now, service, token, platform, app, last, attempts, new, notice_id = (
-            _s(v) for v in claimed
-        )
+    async def _run(self, connection: str, claim: NoteClaim) -> None:
+        device = Device(claim.service, claim.token, claim.platform, claim.app)
         try:
             await self._notify(
                 connection,
-                int(now),
-                Device(service, token, platform, app) if token else None,
-                last=int(last),
-                attempts=int(attempts),
-                new=new == "1",
-                notice_id=notice_id or str(uuid.uuid4()),
+                claim.now_ms,
+                device if claim.token else None,
+                last=claim.last_ms,
+                attempts=claim.attempts,
+                new=claim.new,
+                notice_id=claim.notice_id or str(uuid.uuid4()),
             )
         except STORAGE_ERRORS as exc:
             log.warning(
@@ -161,7 +170,7 @@ class Notifier:
         waiting = (await self.mailbox.status(connection)).waiting
         if waiting == 0:
             return await self._op(connection, "done", skipped="empty")
-        interval_ms = int(self.settings.notify_interval_seconds * 1000)
+        interval_ms = int(self.settings.interval_seconds * 1000)
         if last and now < last + interval_ms:
             return await self._op(connection, "later", last + interval_ms - now, skipped="interval")
         provider = self.apps.provider(device)
@@ -171,8 +180,8 @@ class Notifier:
             device=device,
             connection=connection,
             count=waiting,
-            title=self.settings.notify_alert_title,
-            body=self.settings.notify_alert_body,
+            title=self.settings.alert_title,
+            body=self.settings.alert_body,
             notice_id=notice_id,  # the same on retries: receivers deduplicate on it
         )
         outcome = await self._send(provider, notice)
@@ -182,7 +191,7 @@ class Notifier:
         """The provider's answer within the call's budget; anything unexpected (a provider
         answering nonsense, a bug) is retried like an outage, never dropped."""
         try:
-            async with asyncio.timeout(2 * self.settings.push_timeout_seconds):
+            async with asyncio.timeout(2 * self.calls.timeout_seconds):
                 return await provider.send(notice)
         except TimeoutError:
             return Outcome("retry", "no answer within the call's budget")
@@ -199,11 +208,11 @@ class Notifier:
             self.count("gone", provider)
             log.info("device of %s is gone (%s): its info removed", connection, outcome.detail)
             await self._op(connection, "forget", 0, value=notice.device.token)
-        elif outcome.kind == "retry" and attempts + 1 < self.settings.notify_attempts:
+        elif outcome.kind == "retry" and attempts + 1 < self.settings.attempts:
             self.count("retried", provider)
             delay = min(
-                self.settings.push_retry_max_seconds,
-                self.settings.push_retry_min_seconds * 2 ** min(attempts, 30),
+                self.retries.retry_max_seconds,
+                self.retries.retry_min_seconds * 2 ** min(attempts, 30),
             )
             if outcome.retry_after is not None:
                 delay = max(delay, min(outcome.retry_after, RETRY_AFTER_MAX))
@@ -231,14 +240,16 @@ class Notifier:
             self.count(skipped)
         keys_, member = schedule_keys(connection)
         if in_ms is None:
-            in_ms = int(self.settings.notify_delay_seconds * 1000)
-        at = int(await self.scripts.call("notify", keys_, [op, member, in_ms, value]))
-        if at > 0:
-            await self._hint(connection, at)
+            in_ms = int(self.settings.delay_seconds * 1000)
+        note = NoteReply.decode(
+            await self.scripts.call("notify", keys_, [op, member, in_ms, value])
+        )
+        if note.due_ms is not None:
+            await self._hint(connection, note.due_ms)
 
     async def _hint(self, connection: str, at_ms: int) -> None:
         """The workers' hint: the shard has something due at `at_ms` (ZADD LT)."""
-        shard = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{connection}").shard
+        shard = keys.queue_keys(QueueRef(keys.DIDCOMM_NAMESPACE, connection).qualified).shard
         await self.redis.zadd(keys.next_due(), {str(shard): at_ms}, lt=True)
 
     def count(self, outcome: str, provider: str = "") -> None:
@@ -249,7 +260,3 @@ class Notifier:
         await tasks.stop(list(self._running.values()))
         await self.http.aclose()
         await self.http2.aclose()
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from redis.asyncio.sentinel import SentinelConnectionPool
 
 from mediator.engine import keys
+from mediator.engine.leases import Lease
 from mediator.storage.clients import Backend, RedisClient
 
 READ_SECONDS = 2.0  # a scrape waits no longer for Redis
@@ -44,9 +45,7 @@ async def read(backend: Backend, partitions: int) -> ClusterState:
         workers = await redis.zcount(keys.workers(), now_ms, "+inf")
         leases = await redis.hgetall(keys.leases())
         leased = sum(
-            1
-            for p, v in leases.items()
-            if int(p) < partitions and _until(v) > now_ms and _holder(v) is not None
+            1 for p, v in leases.items() if int(p) < partitions and Lease.parse(v).live(now_ms)
         )
         memory = [await _memory(client) for client in backend.primaries()]
         refused = await redis.zcount(keys.senders_over(), now_ms, "+inf")
@@ -56,20 +55,6 @@ async def read(backend: Backend, partitions: int) -> ClusterState:
 async def _now_ms(redis: RedisClient) -> int:
     seconds, micros = await redis.time()
     return int(seconds) * 1000 + int(micros) // 1000
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _holder(value: bytes | str) -> str | None:
-    who, _, _ = _text(value).partition(" ")
-    return who or None
-
-
-def _until(value: bytes | str) -> int:
-    _, _, until = _text(value).partition(" ")
-    return int(until) if until.isdigit() else 0
 
 
 async def _memory(client: Redis) -> ServerMemory:

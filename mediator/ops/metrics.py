@@ -256,11 +256,11 @@ class Metrics:
         totals, stalest, missing = await read_summaries(redis, partitions)
         now_ms = int(time.time() * 1000)
         for ns, t in totals.items():
-            self.queues.labels(ns).set(t.values["q"])
+            self.queues.labels(ns).set(t.queues)
             self.messages.labels(ns, "visible").set(t.visible)
-            self.messages.labels(ns, "in_flight").set(t.values["fl"])
-            self.messages.labels(ns, "delayed").set(t.values["d"])
-            self.bytes.labels(ns).set(t.values["b"])
+            self.messages.labels(ns, "in_flight").set(t.in_flight)
+            self.messages.labels(ns, "delayed").set(t.delayed)
+            self.bytes.labels(ns).set(t.stored_bytes)
             age = 0 if t.oldest_ms is None else max(0, now_ms - t.oldest_ms) / 1000
             self.oldest.labels(ns).set(age)
         self.events.values = {

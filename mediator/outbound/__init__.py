@@ -26,33 +26,33 @@ from mediator.errors import ConfigError
 from mediator.outbound.guard import Guard
 from mediator.outbound.transport import GuardedTransport
 from mediator.outbound.ws import websocket
-from mediator.settings import Settings
+from mediator.settings import OutboundSettings
 
 __all__ = ["Guard", "client", "tls_context", "websocket"]
 
 
-def tls_context(settings: Settings) -> ssl.SSLContext:
+def tls_context(settings: OutboundSettings) -> ssl.SSLContext:
     context = ssl.create_default_context()
-    if settings.outbound_ca_file:
+    if settings.ca_file:
         try:
-            context.load_verify_locations(cafile=settings.outbound_ca_file)
+            context.load_verify_locations(cafile=settings.ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"--outbound-ca-file {settings.outbound_ca_file}: {exc}") from None
+            raise ConfigError(f"--outbound-ca-file {settings.ca_file}: {exc}") from None
     return context
 
 
-def client(settings: Settings, *, http2: bool = False, peers: bool = False) -> httpx.AsyncClient:
+def client(
+    settings: OutboundSettings, *, http2: bool = False, peers: bool = False
+) -> httpx.AsyncClient:
     """A client for destinations `peers` named (the deny list applies), or the operator."""
     transport = GuardedTransport(
         Guard(settings, peers=peers),
-        total=settings.push_timeout_seconds,
-        cap=settings.outbound_max_response_bytes,
+        total=settings.timeout_seconds,
+        cap=settings.max_response_bytes,
         tls=tls_context(settings),
         http2=http2,
     )
-    timeout = httpx.Timeout(
-        settings.push_timeout_seconds, connect=settings.outbound_connect_timeout_seconds
-    )
+    timeout = httpx.Timeout(settings.timeout_seconds, connect=settings.connect_timeout_seconds)
     return httpx.AsyncClient(
         transport=transport,
         timeout=timeout,

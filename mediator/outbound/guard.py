@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from mediator.errors import OutboundRefused
 from mediator.outbound.addresses import Allowlist, IPAddress, refusal
 from mediator.outbound.resolver import Resolver, resolver
-from mediator.settings import Settings
+from mediator.settings import OutboundSettings
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +28,12 @@ class Guard:
     """The checks of one kind of destination: `peers` (named by strangers: the deny list
     applies) or trusted (named by the operator: resolved and connected the same way)."""
 
-    def __init__(self, settings: Settings, *, peers: bool) -> None:
+    def __init__(self, settings: OutboundSettings, *, peers: bool) -> None:
         self.peers = peers
-        self.allow = Allowlist.parse(settings.outbound_allow)
-        self.resolver: Resolver = resolver(settings.outbound_dns_server)
-        self.connect_timeout = settings.outbound_connect_timeout_seconds
-        self.per_destination = max(1, settings.outbound_per_destination)
+        self.allow = Allowlist.parse(settings.allow)
+        self.resolver: Resolver = resolver(settings.dns_server)
+        self.connect_timeout = settings.connect_timeout_seconds
+        self.per_destination = max(1, settings.per_destination)
 
     async def addresses(self, host: str) -> list[IPAddress]:
         """Every address `host` resolves to, once, all of them checked: one refused

@@ -23,7 +23,7 @@ from mediator.mediation.push import Pusher
 from mediator.mediation.store import Connection, MediationStore
 from mediator.mediation.threads import ThreadBook
 from mediator.notify.notifier import Notifier
-from mediator.settings import Settings
+from mediator.settings import DidcommSettings, QueueSettings
 
 Callback = Callable[[], Awaitable[None]]
 
@@ -35,7 +35,8 @@ NO_LIVE_DELIVERY = "Connection does not support Live Delivery"
 class Services:
     """Everything a node shares between requests."""
 
-    settings: Settings
+    didcomm: DidcommSettings
+    queue: QueueSettings  # the most a recipient may ask for (status-update-request)
     engine: Engine
     hub: WakeHub
     identity: KeyPair
@@ -153,8 +154,8 @@ class Context:
     forward: ForwardTally = field(default_factory=ForwardTally)
 
     @property
-    def settings(self) -> Settings:
-        return self.services.settings
+    def didcomm(self) -> DidcommSettings:
+        return self.services.didcomm
 
     @property
     def can_return(self) -> bool:

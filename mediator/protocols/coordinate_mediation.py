@@ -16,7 +16,7 @@ PAGE_MAX = 1000
 
 
 def _allowed(ctx: Context, connection: str) -> bool:
-    settings = ctx.settings
+    settings = ctx.didcomm
     if settings.mediation_open:
         return True
     allowed = set()
@@ -45,7 +45,7 @@ async def mediate_request(ctx: Context) -> None:
     ctx.reply(
         "mediate-grant",
         {
-            "endpoint": ctx.settings.public_endpoint,
+            "endpoint": ctx.services.endpoints[0],
             "routing_keys": [ctx.services.identity.did_key],
         },
     )

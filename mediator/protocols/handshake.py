@@ -58,7 +58,7 @@ async def inviter(ctx: Context) -> Inviter:
     services = ctx.services
     if key is None:
         raise ProblemReport(NOT_ACCEPTED, "a request must be encrypted to the invitation's key")
-    if key == services.identity.verkey_b58 and services.settings.invitation_multi_use:
+    if key == services.identity.verkey_b58 and services.didcomm.invitation_multi_use:
         return Inviter(services.identity, multi_use_id(services.identity), single_use=False)
     found = (await services.handshakes.invitations([key])).get(key)
     if found is None:
@@ -139,7 +139,7 @@ async def record(
     )
     ours = ctx.services.keys_for(their_key).verkey_b58
     now_ms = await ctx.services.mailbox.now_ms()
-    ttl = ctx.settings.unmediated_connection_seconds
+    ttl = ctx.didcomm.unmediated_connection_seconds
     if not await ctx.services.handshakes.record(handshake, ours, now_ms, ttl):
         raise ProblemReport(NOT_ACCEPTED, "a connection with this key exists already")
     log.info("connection %s made by %s (%s)", their_key, protocol, handshake.label[:40])
@@ -156,7 +156,7 @@ async def answer(ctx: Context, handshake: Handshake, message: dict[str, Any]) ->
         message=message,
         to=handshake.verkey,
         connection=connection,
-        push_delay=ctx.settings.handshake_push_delay_seconds,
+        push_delay=ctx.didcomm.handshake_push_delay_seconds,
     )
     ctx.replies.append(reply)
     return reply

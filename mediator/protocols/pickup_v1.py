@@ -33,7 +33,7 @@ async def batch_pickup(ctx: Context) -> None:
     connection = await explicit_pickup(ctx)
     ctx.require_return_route()
     size = whole_number(ctx.message.body.get("batch_size"), "batch_size", minimum=1)
-    size = min(size, ctx.settings.max_delivery_limit)
+    size = min(size, ctx.didcomm.max_delivery_limit)
     messages = (await ctx.services.mailbox.deliver(connection.verkey, size)).messages
     ids = [m.message_id for m in messages]
     mailbox = ctx.services.mailbox

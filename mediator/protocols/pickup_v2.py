@@ -71,7 +71,7 @@ async def delivery_request(ctx: Context) -> None:
     limit = whole_number(ctx.message.body.get("limit"), "limit", minimum=1)
     raw = ctx.message.body.get("recipient_key")
     key = await owned_key(ctx, connection, raw)
-    limit = min(limit, ctx.settings.max_delivery_limit)
+    limit = min(limit, ctx.didcomm.max_delivery_limit)
     got = await ctx.services.mailbox.deliver(connection.verkey, limit, recipient_key=key)
     messages, now_ms = got.messages, got.now_ms
     ctx.session.pickup_seen(connection.verkey, now_ms)

@@ -56,7 +56,7 @@ async def status_update_request(ctx: Context) -> None:
     if not isinstance(update, dict):
         raise ProblemReport("invalid-update", "update must be an object")
     mailbox = ctx.services.mailbox
-    limits = (await mailbox.limits(connection.verkey)).updated(update, ctx.settings)
+    limits = (await mailbox.limits(connection.verkey)).updated(update, ctx.services.queue)
     await mailbox.set_limits(connection.verkey, limits)
     await _status_reply(ctx, connection.verkey)
 
@@ -65,7 +65,7 @@ async def fetch_request(ctx: Context) -> None:
     connection = await explicit_pickup(ctx)
     ctx.require_return_route()
     body = ctx.message.body
-    limit = ctx.settings.max_delivery_limit
+    limit = ctx.didcomm.max_delivery_limit
     if body.get("message_count_limit") is not None:
         asked = whole_number(body["message_count_limit"], "message_count_limit", minimum=1)
         limit = min(limit, asked)

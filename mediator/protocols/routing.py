@@ -135,7 +135,7 @@ async def _forward_when_routed(
 
     forwarded = await attempt()
     waited, pause = 0.0, UNKNOWN_KEY_FIRST_PAUSE
-    budget = ctx.settings.forward_unknown_key_wait_seconds
+    budget = ctx.didcomm.forward_unknown_key_wait_seconds
     while forwarded is None and waited < budget:
         pause = min(pause, budget - waited)
         await asyncio.sleep(pause)

@@ -32,7 +32,7 @@ class DidcommHttp:
             await self.app(scope, receive, send)
             return
         pipeline: Pipeline = scope["app"].state.didcomm
-        limit = pipeline.services.settings.max_envelope_bytes
+        limit = pipeline.services.didcomm.max_envelope_bytes
         media = ""
         for name, value in scope["headers"]:
             if name == b"content-type":
@@ -52,10 +52,8 @@ class DidcommHttp:
                 return
             if not message.get("more_body", False):
                 break
-        settings = pipeline.services.settings
-        session = Session(
-            client_address(scope.get("client"), scope["headers"], settings.trusted_proxies)
-        )
+        trusted = pipeline.services.limiter.trusted_proxies
+        session = Session(client_address(scope.get("client"), scope["headers"], trusted))
         outcome = await pipeline.handle(bytes(body), session, capacity=1)
         if outcome.refusal is not None:
             r = outcome.refusal

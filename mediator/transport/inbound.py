@@ -41,6 +41,7 @@ from mediator.protocols.context import (
     Services,
     Session,
 )
+from mediator.settings import WebSocketSettings
 from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
 from mediator.transport.socket_limits import AddressSockets
 
@@ -100,12 +101,14 @@ class Outcome:
 
 
 class Pipeline:
-    def __init__(self, services: Services, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, services: Services, websocket: WebSocketSettings, metrics: Metrics | None = None
+    ) -> None:
         self.services = services
+        self.websocket = websocket
         self.metrics = metrics
-        settings = services.settings
         self.sockets = AddressSockets(
-            settings.websocket_sockets_per_address, settings.limit_exempt_networks
+            websocket.sockets_per_address, services.limiter.exempt_networks
         )
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
         self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
@@ -257,7 +260,7 @@ class Pipeline:
         except (ValueError, RecursionError):
             return Refusal(400, "invalid-json", "the body is not JSON")
         if isinstance(data, dict) and "protected" not in data:
-            if not self.services.settings.allow_plaintext:
+            if not self.services.didcomm.allow_plaintext:
                 return Refusal(
                     400, "plaintext-refused", "messages must be DIDComm envelopes (RFC 0019)"
                 )

@@ -14,7 +14,9 @@ async def get_invitation(request: Request) -> Response:
     """The Out-of-Band invitation (and its legacy `?c_i=` form): the multi-use one, or a new
     single-use one per request when invitations are single-use."""
     services = request.app.state.didcomm.services
-    answer = await services.handshakes.invitation(services.identity, services.settings)
+    answer = await services.handshakes.invitation(
+        services.identity, services.didcomm, services.endpoints[0]
+    )
     return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
 

@@ -34,7 +34,7 @@ from mediator.errors import HoldLost
 from mediator.mediation.mailbox import queue_of
 from mediator.protocols.context import Session
 from mediator.protocols.pickup_common import b64
-from mediator.settings import Settings
+from mediator.settings import WebSocketSettings
 from mediator.storage.clients import STORAGE_ERRORS
 from mediator.transport.client_address import client_address
 from mediator.transport.inbound import Outgoing, Pipeline
@@ -237,7 +237,7 @@ class WsSession(Session):
         return batch
 
     async def _implicit(self, connection: str) -> None:
-        await asyncio.sleep(self.services.settings.implicit_pickup_delay_seconds)
+        await asyncio.sleep(self.pipeline.websocket.implicit_pickup_delay_seconds)
         if self.explicit_pickup:
             return
         await self.presence.claim(connection, self.socket_id)
@@ -272,7 +272,7 @@ class WsSession(Session):
         by a tenth either way, so that sockets opened together do not re-check together).
         Each batch renews the socket's hold; one another socket took ends the loop."""
         hub = self.services.hub
-        recheck = self.services.settings.live_recheck_seconds
+        recheck = self.pipeline.websocket.live_recheck_seconds
         marker_ms = int((recheck * 1.1 + 5) * 1000)  # outlives the longest wait below
         queue = queue_of(connection).qualified
         try:
@@ -289,8 +289,12 @@ class WsSession(Session):
                     # Drained: the receive that found nothing more marked this node as
                     # waiting, so a send from now on wakes it.
                     timeout = recheck * random.uniform(0.9, 1.1)
-                    if got.next_due_ms is not None:
-                        wait = max(0.0, (got.next_due_ms - got.now_ms) / 1000)
+                    due = got.next_due_ms
+                    if got.messages:  # offered again at their deadline unless acknowledged:
+                        # no wake-up says so when no receive had marked this node waiting
+                        due = min(m.visible_at_ms for m in got.messages)
+                    if due is not None:
+                        wait = max(0.0, (due - got.now_ms) / 1000)
                         timeout = min(timeout, wait + 0.002)
                     await _woken_within(woken, timeout)
         except HoldLost:
@@ -341,9 +345,11 @@ class DidcommSocket:
 async def didcomm_websocket(websocket: WebSocket) -> None:
     pipeline: Pipeline = websocket.app.state.didcomm
     drain: Drain = websocket.app.state.drain
-    settings = pipeline.services.settings
+    settings = pipeline.websocket
     address = client_address(
-        websocket.scope.get("client"), websocket.scope["headers"], settings.trusted_proxies
+        websocket.scope.get("client"),
+        websocket.scope["headers"],
+        pipeline.services.limiter.trusted_proxies,
     )
     await websocket.accept()
     refused = drain.refuse_code  # going away (1012), or Redis does not answer here (1013)
@@ -360,7 +366,7 @@ async def didcomm_websocket(websocket: WebSocket) -> None:
     if gauge is not None:
         gauge.inc()
     clock = _SocketClock(settings)
-    frames = FrameRate(settings.websocket_messages_per_second)
+    frames = FrameRate(settings.messages_per_second)
     try:
         while True:
             try:
@@ -408,7 +414,7 @@ async def _handle_frame(session: WsSession, pipeline: Pipeline, frame: Message) 
     pipeline took (not refused). Its own frame, so that what it made (the envelope, the
     outcome, the packed replies) is freed before the socket waits again."""
     data: bytes = frame.get("bytes") or (frame.get("text") or "").encode()
-    limit = pipeline.services.settings.max_envelope_bytes
+    limit = pipeline.services.didcomm.max_envelope_bytes
     if len(data) > limit:
         await _error_frame(session, "too-large", f"over {limit} bytes")
         return False
@@ -433,11 +439,11 @@ async def _handle_frame(session: WsSession, pipeline: Pipeline, frame: Message) 
 class _SocketClock:
     """The idle and maximum-age limits of one socket (settings; 0 turns a limit off)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: WebSocketSettings) -> None:
         loop = asyncio.get_running_loop()
-        self.idle = settings.websocket_idle_seconds
-        self.max_age = settings.websocket_max_age_seconds
-        self.deadline = settings.websocket_handshake_seconds  # for a first valid message
+        self.idle = settings.idle_seconds
+        self.max_age = settings.max_age_seconds
+        self.deadline = settings.handshake_seconds  # for a first valid message
         self.valid = False  # the socket sent a message the pipeline took
         self.opened = self.last = loop.time()
 

@@ -103,7 +103,7 @@ class Topology:
 
 
 def shard_slot(shard: int) -> int:
-    return key_slot(f"{{{shard}}}".encode())
+    return key_slot(keys.shard_tag(shard).encode())
 
 
 def discover(target: RedisTarget, read_from: str) -> Topology:

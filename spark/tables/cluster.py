@@ -7,24 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from mediator.engine import keys
+from mediator.engine.books import COUNTERS
+from mediator.engine.layout import VERSION_FIELD
+from mediator.engine.leases import Lease
 from spark.source.pacing import Pacer
 from spark.source.topology import Topology
 from spark.source.wire import Wire, checked
 from spark.tables.columns import Column, Table
 
 C = Column
-COUNTERS = {  # books field -> column
-    "q": "queues",
-    "n": "stored",
-    "d": "delayed",
-    "b": "bytes",
-    "add": "added",
-    "dlv": "delivered",
-    "ack": "acknowledged",
-    "exp": "expired",
-    "dl": "dead_lettered",
-    "drop": "dropped",
-}
 CLUSTER = Table(
     "cluster",
     (
@@ -65,10 +56,10 @@ def control_rows(topology: Topology, now_ms: int) -> dict[str, Any]:
         nodes = client.zcount(keys.nodes(), now_ms, "+inf")
         workers = client.zcount(keys.workers(), now_ms, "+inf")
         leases = client.hgetall(keys.leases())
-        layout = client.hget(keys.layout(), "version")
+        layout = client.hget(keys.layout(), VERSION_FIELD)
     finally:
         client.close()
-    live = sum(1 for v in leases.values() if int(v.split()[-1]) > now_ms)
+    live = sum(1 for v in leases.values() if Lease.parse(v).live(now_ms))
     return {
         "nodes_alive": int(nodes),
         "workers_alive": int(workers),
@@ -86,18 +77,13 @@ def book_totals(topology: Topology, rate: float) -> tuple[dict[str, dict[str, in
     for primary, source in topology.reading():
         readonly = source is not primary and topology.mode.value == "cluster"
         wire = Wire(topology.auth.connect(source.endpoint), Pacer(rate), readonly=readonly)
+        read = [(s, ns) for s in primary.shards for ns in keys.NAMESPACES]
         try:
-            commands = [
-                ("HMGET", keys.shard_totals(s, ns), *COUNTERS)
-                for s in primary.shards
-                for ns in keys.NAMESPACES
-            ]
-            replies = wire.run(commands)
+            replies = wire.run([("HMGET", keys.shard_totals(s, ns), *COUNTERS) for s, ns in read])
             sent += wire.pacer.sent
         finally:
             wire.close()
-        for (_, key, *_fields), reply in zip(commands, replies, strict=True):
-            ns = key.rsplit(":", 1)[1]
+        for (_, ns), reply in zip(read, replies, strict=True):
             for name, value in zip(COUNTERS.values(), checked(reply), strict=True):
                 totals[ns][name] += int(value or 0)
     return totals, sent

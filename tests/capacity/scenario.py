@@ -18,6 +18,7 @@ from mediator.engine.model import QueueRef, QueueStats
 from mediator.storage.clients import Backend
 from tests import mqs_client as mqs
 from tests.didcomm_peer import Peer, forward, live_peer, mediator_key
+from tests.eventually import eventually, until_redis_ms
 from tests.servers import Node
 
 NODE_ENV = {
@@ -88,14 +89,33 @@ async def drive(url: str, node: Node) -> Deployment:
         await mqs.send_batch(http, "jobs", [b"j" * 500 * (i + 1) for i in range(4)])
         await mqs.create(http, "later", delay=600)
         await mqs.send(http, "later", b"not yet")
-        assert len(await mqs.receive(http, "orders")) == 1
+        [order] = await mqs.receive(http, "orders")
         assert len(await mqs.receive(http, "jobs", n=2)) == 2
-        await asyncio.sleep(1.3)  # the order handed out is visible again: the next receive
-        assert len(await mqs.receive(http, "orders")) == 1  # moves it to the dead letters
-        await asyncio.sleep(1.3)
+        # Once the order handed out is past its deadline (it went to the dead letters), the
+        # next receive moves another one there; the dead letters become visible in the dead
+        # letter queue at those deadlines.
+        await _until(url, mqs.header_ms(order, "X-MQS-MESSAGE-VISIBLE-AT"))
+        [other] = await mqs.receive(http, "orders")
+        await _until(url, mqs.header_ms(other, "X-MQS-MESSAGE-VISIBLE-AT"))
     d.mqs = ["orders-dlq", "orders", "jobs", "later"]
+
+    async def dead_letters() -> QueueStats:
+        return (await d.stats())["mqs:orders-dlq"]
+
+    arrived = await eventually(dead_letters, lambda s: s.delayed == 0, within=10)
+    assert arrived.stored == 2, arrived
     await _wait_expired(d)
     return d
+
+
+async def _until(url: str, at_ms: int) -> None:
+    """Until the server's clock (the one the queues' deadlines run on) reads `at_ms`."""
+    backend = Backend(url)
+    await backend.start()
+    try:
+        await until_redis_ms(backend.client, at_ms)
+    finally:
+        await backend.aclose()
 
 
 async def _wait_expired(d: Deployment) -> None:

@@ -13,7 +13,8 @@ from tests.capacity.scenario import capacity
 from tests.capacity.synthetic import write_history
 from tests.servers import start_binary_server
 
-pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+# Starts processes: the full tier; runs Spark: on the Spark modules' worker (tests/tiers.py).
+pytestmark = [pytest.mark.full, pytest.mark.timeout(600)]
 
 
 def _fails_clearly(args: list[str], says: str, code: int | None = None) -> str:

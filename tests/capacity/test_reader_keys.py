@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mediator.engine import keys
+from mediator.engine.snapshot import PageQueue
 from spark.source.reader import _Queue
 
 
@@ -16,13 +17,13 @@ from spark.source.reader import _Queue
 def test_reader_keys_are_the_engines(namespace: str, name: str) -> None:
     qualified = f"{namespace}:{name}"
     k = keys.queue_keys(qualified)
-    q = _Queue(k.shard, namespace, name, True, "x", True)
+    q = _Queue(PageQueue.of(k.shard, namespace, name, True), "x", True)
     expected = [k.cfg, k.stream, k.inflight, k.receives, k.delayed, k.delayed_bodies, k.refs,
                 k.outbox]  # fmt: skip
-    assert q.script_keys[:8] == expected
+    assert q.page.script_keys[:8] == expected
     memory = [*k.own]
     if namespace == keys.DIDCOMM_NAMESPACE:
         conn = keys.connection_keys(name)
-        assert q.script_keys[8] == conn.presence
+        assert q.page.script_keys[8] == conn.presence
         memory += [conn.presence, conn.threads, conn.threads_before, conn.device]
     assert q.memory_keys == memory

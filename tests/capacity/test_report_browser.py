@@ -13,7 +13,8 @@ from tests.capacity.browser import PageView, needs_chromium, open_page
 from tests.capacity.scenario import capacity
 from tests.capacity.synthetic import write_history
 
-pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+# Starts processes: the full tier; runs Spark: on the Spark modules' worker (tests/tiers.py).
+pytestmark = [pytest.mark.full, pytest.mark.timeout(600)]
 
 CHARTS = {
     "forecast", "server-share", "server-fragmentation", "mailbox-ccdf", "mailbox-lorenz",

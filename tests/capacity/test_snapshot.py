@@ -21,7 +21,7 @@ from spark import pseudonyms
 from tests.capacity.scenario import NODE_ENV, Deployment, capacity, drive, parquet_rows
 from tests.servers import Node, RedisUnderTest
 
-pytestmark = [pytest.mark.topology, pytest.mark.full]
+pytestmark = [pytest.mark.topology, pytest.mark.full, pytest.mark.timeout(600)]
 TOPOLOGY = os.environ.get("MEDIATOR_TEST_TOPOLOGY", "standalone") or "standalone"
 READ_FROM = "replica" if TOPOLOGY == "sentinel" else "primary"
 
@@ -65,7 +65,7 @@ def _client(url: str) -> Any:
 
 
 def _rows_by_queue(deployment: Deployment, history: Path) -> dict[str, dict[str, Any]]:
-    seed = _client(deployment.url).hget(keys.mediator_identity(), "seed")
+    seed = _client(deployment.url).hget(keys.mediator_identity(), keys.IDENTITY_SEED)
     key = pseudonyms.derive(bytes.fromhex(seed.decode()))
     by_hash = {r["mailbox"]: r for r in parquet_rows(history, "mailboxes")}
     names = [f"didcomm:{v}" for v in deployment.didcomm.values()]

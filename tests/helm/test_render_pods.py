@@ -210,7 +210,7 @@ def test_images(renders: dict[str, Render]) -> None:
 
 
 SECRETS_DIR = "/etc/mediator/secrets"
-# The variables naming a secret's file; the mediator reads each (mediator/settings.py).
+# The variables naming a secret's file; the mediator reads each (mediator/settings/).
 REDIS_FILE = "MEDIATOR_REDIS_PASSWORD_FILE"
 SEED_FILE = "MEDIATOR_KEY_SEED_FILE"
 TOKENS_FILE = "MEDIATOR_API_TOKENS_FILE"
@@ -454,7 +454,7 @@ def test_redis_url_as_the_process_sees_it(
         assert password not in literal and "$(" not in literal and ":@" not in literal
         assert urlsplit(literal).password is None
 
-        url = process_settings(render, component, tmp_path).redis_url
+        url = process_settings(render, component, tmp_path).redis.url
         target = parse(url)
         assert target.mode is expected_mode
         if expected_mode is Mode.STANDALONE:  # handed to redis-py's from_url as it is
@@ -482,12 +482,12 @@ def test_seed_tokens_and_webhook_secret_as_the_process_sees_them(
     worker = process_settings(full, "worker", tmp_path)
     cluster = process_settings(renders["cluster"], "node", tmp_path / "cluster")
 
-    assert node.key_seed == worker.key_seed == FULL_SEED
-    assert node.tokens == {"token-one", "token-two"}
-    assert worker.tokens == frozenset()  # workers serve no API
-    assert node.notify_webhook_secret == worker.notify_webhook_secret == "hook-key"
-    assert cluster.key_seed == SEED
-    assert cluster.tokens == {"cluster-token"}
+    assert node.didcomm.key_seed == worker.didcomm.key_seed == FULL_SEED
+    assert node.mqs.tokens == {"token-one", "token-two"}
+    assert worker.mqs.tokens == frozenset()  # workers serve no API
+    assert node.notify.webhook_secret == worker.notify.webhook_secret == "hook-key"
+    assert cluster.didcomm.key_seed == SEED
+    assert cluster.mqs.tokens == {"cluster-token"}
 
 
 def redis_credentials(url: str) -> tuple[Mode, str | None, str | None, str | None]:
@@ -530,8 +530,8 @@ def test_capacity_snapshot_reads_the_password_from_its_file(
     assert env_value(box, REDIS_FILE)["value"] == f"{SECRETS_DIR}/redis-password"
     assert "REDIS_PASSWORD" not in {e["name"] for e in box["env"]}
     settings = process_settings(render, "capacity-snapshot", tmp_path)
-    assert redis_credentials(settings.redis_url) == (expected_mode, user, password, None)
-    assert settings.key_seed == seed  # the mailboxes' hash key is derived from it
+    assert redis_credentials(settings.redis.url) == (expected_mode, user, password, None)
+    assert settings.didcomm.key_seed == seed  # the mailboxes' hash key is derived from it
 
 
 def test_capacity_snapshot_sends_the_password_to_the_sentinels(helm: Helm, tmp_path: Path) -> None:
@@ -542,7 +542,7 @@ def test_capacity_snapshot_sends_the_password_to_the_sentinels(helm: Helm, tmp_p
 
     assert env_value(box, "MEDIATOR_REDIS_SENTINEL_AUTH")["value"] == "true"
     assert secret_refs(box) == {}
-    url = process_settings(render, "capacity-snapshot", tmp_path).redis_url
+    url = process_settings(render, "capacity-snapshot", tmp_path).redis.url
     assert redis_credentials(url) == (Mode.SENTINEL, None, PASSWORD, PASSWORD)
     assert parse(url).service == "mymaster"
 
@@ -670,7 +670,7 @@ def test_any_password_characters_reach_every_process(
     )
     assert own_secrets(render)[("med-mediator", "redis-password")] == ODD_PASSWORD
     for component in ("node", "worker", "capacity-snapshot"):
-        redis_url = process_settings(render, component, tmp_path).redis_url
+        redis_url = process_settings(render, component, tmp_path).redis.url
         found = redis_credentials(redis_url)
         assert found == (expected_mode, "app", ODD_PASSWORD, None), component
         if expected_mode is Mode.STANDALONE:

@@ -43,7 +43,8 @@ from tests.kube.kubelet import (
 from tests.kube.service import Service
 from tests.servers import missing, start_binary_server
 
-pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
+# Starts processes: the full tier; runs Spark: on the Spark modules' worker (tests/tiers.py).
+pytestmark = [pytest.mark.full, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "mediator"

@@ -51,7 +51,7 @@ def until(probe: Callable[[], T], done: Callable[[T], bool], within: float, what
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not within {within} s; last: {value!r}")
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 class Prometheus:

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from mediator.client import ClientError, Recipient, Sender, attachments
+from mediator.client import ClientError, Recipient, Sender, WsConnection, attachments
 from tests.didcomm_peer import ENVELOPE, LIVE, Peer
 from tests.soak.history import History
 
@@ -32,7 +31,7 @@ class Socket:
     """One WebSocket a live wallet opened: where, and how it ended."""
 
     base: str
-    conn: ClientConnection | None
+    conn: WsConnection | None
     opened: float
     replaced: float | None = None  # when the wallet's next socket went live
     deliveries_after_replaced: int = 0
@@ -120,7 +119,7 @@ class LiveWallet(Wallet):
         loop = asyncio.get_running_loop()
         if self.sockets:
             self.sockets[-1].replaced = loop.time()
-        self.sockets.append(Socket(base, peer.ws._ws, loop.time()))
+        self.sockets.append(Socket(base, peer.ws.connection, loop.time()))
 
     async def setup(self, base: str, transport: str = "ws") -> None:
         await super().setup(base, "ws")
@@ -149,7 +148,7 @@ class LiveWallet(Wallet):
         while not self.stopping:
             peer, socket = self.peer, self.socket
             assert peer is not None
-            if peer.ws._ws is not socket.conn:
+            if peer.ws.connection is not socket.conn:
                 # Closed, or (the client sends on a new socket of its own when the old one
                 # is gone) replaced by a socket without live mode: reconnect as a wallet does.
                 self.errors += socket.close_code not in (1012, 1013)

@@ -59,7 +59,7 @@ CONTENT_TYPES = ("application/didcomm-envelope-enc",) * 6 + (
     "text/plain",
     b"x/\xff",
 )
-sys.setrecursionlimit(20_000)  # the generators nest JSON deeper than a node reads
+RECURSION_LIMIT = 20_000  # the generators nest JSON deeper than a node reads
 # Normal; a policy close (a limit); a frame over the server's own WebSocket limit.
 EXPECTED_CLOSES = (1000, 1008, 1009)
 MQS_TOKEN = "fuzz-mqs-token"
@@ -383,7 +383,37 @@ async def run(
     findings: Path | None = None,
 ) -> Report:
     """Start Redis (unless `redis_url`) and two nodes, fuzz them with `inputs` inputs,
-    and return the report."""
+    and return the report. The recursion limit is raised only meanwhile: the test
+    process may also run the app in process (tests/inprocess.py), which must read JSON
+    with the limit a node has."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    try:
+        return await _fuzz(
+            inputs,
+            seed,
+            redis_url=redis_url,
+            workers=workers,
+            mqs=mqs,
+            progress=progress,
+            progress_every=progress_every,
+            findings=findings,
+        )
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+async def _fuzz(
+    inputs: int,
+    seed: int,
+    *,
+    redis_url: str | None,
+    workers: int,
+    mqs: bool,
+    progress: Callable[[str], None],
+    progress_every: float,
+    findings: Path | None,
+) -> Report:
     redis = None
     if redis_url is None:
         redis = RedisUnderTest()

@@ -4,7 +4,9 @@
 -- Stream entry fields: i = message id, t = content type, e = content encoding, r = trace id,
 -- z = first enqueue time (ms, kept across dead-lettering), b = body, s = the sender's tag
 -- (only on a forwarded message: see "senders' queued bytes" below).
--- Config hash fields: ret, vt, dly (seconds), mr (max receives), dlq (qualified name),
+-- Config hash fields: ret, vt, dly (retention, visibility timeout, delay: whole seconds, or
+-- ms in ret_ms, vt_ms, dly_ms when not a whole second; see `settings`), mr (max receives),
+-- dlq (qualified name),
 -- lim_n, lim_b, lim_mb (count, size and message size limits), wq ('0' = refuse sends),
 -- bytes (current body bytes; absent = 0), created (ms: the queue exists while it is set),
 -- la, ld, lr (ms a message was last added, delivered, removed by id; absent when never),
@@ -56,16 +58,52 @@ local function defaults_of(packed)
   return cmsgpack.unpack(packed)
 end
 
--- The named settings, from the hash or else from `defaults`; missing ones are nil.
+-- Timers: stored as whole seconds (the format of every earlier version), or in ms under
+-- `<name>_ms` when not a whole second (mediator/engine/model.py); read in ms.
+local TIMERS = {ret = true, vt = true, dly = true}
+
+local function setting(fields, n)
+  if not fields then return nil end
+  if not TIMERS[n] then return fields[n] end
+  local ms = fields[n .. '_ms']
+  if ms then return tonumber(ms) end
+  local seconds = fields[n]
+  if seconds then return tonumber(seconds) * 1000 end
+  return nil
+end
+
+-- The named settings (timers in ms), from the hash or else from `defaults`; missing ones
+-- are nil.
 local function settings(Q, defaults, names)
-  local got = redis.call('HMGET', Q.cfg, unpack(names))
+  local fields = {}
+  for _, n in ipairs(names) do
+    fields[#fields + 1] = n
+    if TIMERS[n] then fields[#fields + 1] = n .. '_ms' end
+  end
+  local got = redis.call('HMGET', Q.cfg, unpack(fields))
+  local stored = {}
+  for i, f in ipairs(fields) do
+    if got[i] then stored[f] = got[i] end
+  end
   local out = {}
-  for i, n in ipairs(names) do
-    local v = got[i]
-    if not v and defaults then v = defaults[n] end
-    if v then out[n] = v end
+  for _, n in ipairs(names) do
+    local v = setting(stored, n)
+    if v == nil then v = setting(defaults, n) end
+    out[n] = v
   end
   return out
+end
+
+-- Store a timer of `ms` in the form `settings` reads, dropping its other form.
+local function set_timer(Q, n, ms)
+  ms = tonumber(ms)
+  if ms % 1000 == 0 then
+    redis.call('HSET', Q.cfg, n, int(ms / 1000))
+    redis.call('HDEL', Q.cfg, n .. '_ms')
+  else
+    redis.call('HSET', Q.cfg, n .. '_ms', int(ms))
+    redis.call('HDEL', Q.cfg, n)
+  end
 end
 
 -- ------------------------------------------------------------------ the shard's books
@@ -409,24 +447,29 @@ end
 
 -- RFC 0008 orders for our next message on a thread of one connection: records the highest
 -- sender_order the peer used on the thread, counts ours, and keeps the connection's thread
--- hash `ttl` seconds more. Returns {our sender_order for the reply (0 first), highest seen}.
+-- hash `ttl` ms more. Returns {our sender_order for the reply (0 first), highest seen}.
 local function thread_orders(threads, thid, theirs, ttl)
   -- Two generations, so that threads no longer used are forgotten while the connection
   -- stays active (every request opens a thread): `threads` takes the writes and is renamed
   -- to `<threads>:o` (keys.py's threads_before: the previous generation, only read) once it
   -- is `ttl` old. A thread is kept from `ttl` to twice that after its last message; a field
   -- of the previous generation is carried into the current one when its thread is used
-  -- again.
+  -- again. The generation's birth is kept in ms in `@m` (in seconds in `@` by the versions
+  -- before, still read).
   ttl = tonumber(ttl)
   local old = threads .. ':o'
-  local now = int(now_ms() / 1000)
-  local born = tonumber(redis.call('HGET', threads, '@'))
+  local now = now_ms()
+  local born = tonumber(redis.call('HGET', threads, '@m'))
+  if not born then
+    born = tonumber(redis.call('HGET', threads, '@'))
+    if born then born = born * 1000 end
+  end
   if born and now - born >= ttl then
     redis.call('RENAME', threads, old)
-    redis.call('EXPIRE', old, ttl)
+    redis.call('PEXPIRE', old, ttl)
     born = nil
   end
-  if not born then redis.call('HSET', threads, '@', now) end
+  if not born then redis.call('HSET', threads, '@m', int(now)) end
   local seen_field, sent_field = 'r:' .. thid, 's:' .. thid
   theirs = tonumber(theirs)
   local seen = tonumber(redis.call('HGET', threads, seen_field))
@@ -439,7 +482,7 @@ local function thread_orders(threads, thid, theirs, ttl)
   if not seen or theirs > seen then seen = theirs end
   redis.call('HSET', threads, seen_field, seen)
   local ours = redis.call('HINCRBY', threads, sent_field, 1) - 1
-  redis.call('EXPIRE', threads, 2 * ttl)
+  redis.call('PEXPIRE', threads, 2 * ttl)
   return {ours, seen}
 end
 
@@ -622,7 +665,7 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   local bytes = tonumber(c.bytes) or 0
   if lim_b and bytes + total > lim_b then return {-4, bytes} end
 
-  local delay_ms = (tonumber(c.dly) or 0) * 1000
+  local delay_ms = c.dly or 0
   local due = now + delay_ms
   local was_empty = delay_ms == 0 and redis.call('XLEN', Q.stream) == 0
   local remembered = {}
@@ -652,7 +695,7 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   redis.call('HSET', Q.cfg, 'la', int(now))
   if was_empty then redis.call('ZADD', Q.old, now, short_name(name)) end
 
-  local upkeep = now + tonumber(c.ret) * 1000
+  local upkeep = now + c.ret
   if delay_ms > 0 and due < upkeep then upkeep = due end
   local hint = earlier(schedule(Q, name, upkeep), senders_due)
   if delay_ms > 0 then

@@ -5,11 +5,12 @@
 -- Ids not in this queue are skipped.
 -- KEYS: the queue's keys (keys.QueueKeys.all); KEYS[15] (optional) the thread hash
 -- ARGV[1] qualified queue name  ARGV[2] number of ids (k)  ARGV[3 .. 2+k] message ids
--- ARGV[3+k .. 5+k] with KEYS[15]: thread id, the peer's sender_order, ttl seconds
--- Returns {deleted, our sender_order or -1, highest peer order or -1,
---          <queue_stats.lua's reply (12 values)>..., the schedule's hint for the workers or -1
---          (senders' byte counts: _lib.lua)}
---         {0, -1, -1, -1}  no such queue
+-- ARGV[3+k .. 5+k] with KEYS[15]: thread id, the peer's sender_order, ttl ms
+-- Returns (replies.AcknowledgeReply; codes replies.Found, in queue_stats' place):
+--   {deleted, our sender_order or -1, highest peer order or -1,
+--    <queue_stats.lua's reply (12 values, from OK = 1)>..., the schedule's hint for the
+--    workers or -1 (senders' byte counts: _lib.lua)}
+--   {0, -1, -1, NO_QUEUE = -1}  no such queue
 local Q = queue_keys(KEYS, 1)
 if not exists(Q) then return {0, -1, -1, -1} end
 local now = now_ms()

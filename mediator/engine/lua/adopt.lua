@@ -5,7 +5,9 @@
 -- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] qualified queue name  ARGV[2] when its next upkeep is due (ms), or '' for now
 -- ARGV[3..] config field/value pairs
--- Returns 1 counted now, 0 it was counted before
+-- Returns (replies.adopted; codes replies.AdoptCode):
+--   COUNTED = 1         counted now
+--   COUNTED_BEFORE = 0  it was counted before (its fields are set again)
 local Q = queue_keys(KEYS, 1)
 local name = ARGV[1]
 if #ARGV > 2 then redis.call('HSET', Q.cfg, unpack(ARGV, 3)) end

@@ -4,8 +4,8 @@
 -- is reaped: its messages leave the books as dropped and its keys go (see reap in _lib.lua).
 -- KEYS: 14 per queue, each queue's keys.QueueKeys.all
 -- ARGV[1] namespace  ARGV[2..] the queue names (within the namespace), one per key group
--- Returns {checked, registry entries without a queue, schedules restored, oldest fixed,
---          empty streams dropped, <the names of the queues found gone>...}
+-- Returns (replies.AuditReply) {checked, registry entries without a queue, schedules
+--   restored, oldest fixed, empty streams dropped, <the names of the queues found gone>...}
 local ns = ARGV[1]
 local now = now_ms()
 local out = {0, 0, 0, 0, 0}

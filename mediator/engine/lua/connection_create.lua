@@ -4,7 +4,9 @@
 -- ARGV[3] the handshake state field  ARGV[4] the handshake time field
 -- ARGV[5] the mediation state field (mediator/mediation/record.py)
 -- ARGV[6..] field, value pairs to set
--- Returns 1 when created, 0 when the key already belongs to a connection (nothing changed).
+-- Returns (replies.connection_created; codes replies.ConnectionCreateCode):
+--   CREATED = 1    recorded
+--   KEY_TAKEN = 0  the key already belongs to a connection (nothing changed)
 local record = KEYS[1]
 if redis.call('HEXISTS', record, ARGV[3]) == 1 then return 0 end
 redis.call('HSET', record, ARGV[4], ARGV[1], unpack(ARGV, 6))

@@ -5,10 +5,11 @@
 -- KEYS[4] their expiry (moved-exp)  KEYS[5] the shard's schedule
 -- ARGV[1] message id  ARGV[2] qualified name of the dead letter queue  ARGV[3] forget_at (ms)
 -- ARGV[4] the schedule member of expired forwarding entries (keys.MOVED_MEMBER)
--- Returns {1, hint} settled now (hint: the shard's new earliest due time, or -1)
---         {2, -1}   already settled by another hand-over of the same entry: nothing to do
---         {0, -1}   deleted by id while it was being handed over (its id is `x`): the caller
---                   deletes it in the dead letter queue too
+-- Returns (replies.SettleReply; codes replies.SettleCode):
+--   SETTLED = 1          {1, hint}  settled now (hint: the shard's new earliest due, or -1)
+--   ALREADY_SETTLED = 2  {2, -1}    by another hand-over of the same entry: nothing to do
+--   DELETED = 0          {0, -1}    deleted by id while it was being handed over (its id is
+--                        `x`): the caller deletes it in the dead letter queue too
 local ids, outbox, moved, moved_exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
 local loc = redis.call('HGET', ids, id)

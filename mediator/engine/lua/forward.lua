@@ -10,9 +10,12 @@
 --   the reply reports (a connection's push services, its device token)
 -- ARGV[4 .. 10] one message: id, content type, content encoding, trace id, body, digest ('':
 --   none; else a copy already queued with the same digest is not stored again), sender tag
--- Returns {0}  no route; else {1, name, bits, <send.lua's reply>...}: bit i of `bits` says
--- the field i + 1 is present, the bit after them that a notification was scheduled (its
--- time is then in the send reply's hint when earlier, so one ZADD LT serves both).
+-- Returns (replies.ForwardReply; codes replies.ForwardCode, then send.lua's):
+--   NO_ROUTE = 0  {0}
+--   ROUTED = 1    {1, name, bits, <send.lua's reply>...}: bit i of `bits` says the field
+--                 i + 1 is present, the bit after them that a notification was scheduled (its
+--                 time is then in the send reply's hint when earlier, so one ZADD LT serves
+--                 both)
 local name = redis.call('HGET', KEYS[1], ARGV[1])
 if not name then return {0} end
 local qualified = NAMESPACE .. ':' .. name

@@ -1,11 +1,11 @@
 -- leases: a worker's heartbeat and its share of the upkeep partitions, in one call.
 -- KEYS[1] workers (sorted set: worker id -> heartbeat expiry, ms)
--- KEYS[2] leases (hash: partition -> "<worker id> <until ms>")
+-- KEYS[2] leases (hash: partition -> "<worker id> <until ms>", mediator/engine/leases.py)
 -- ARGV[1] worker id  ARGV[2] lease length (ms)  ARGV[3] number of partitions
 -- ARGV[4] 'balance': heartbeat, renew what it holds, take free partitions up to its share
 --         (ceil(partitions / live workers)) and give up those over it;
 --         'release': give up every lease and leave the worker set
--- Returns the partitions the worker holds afterwards.
+-- Returns (replies.held_partitions) the partitions the worker holds afterwards.
 local workers, leases = KEYS[1], KEYS[2]
 local me, lease_ms, partitions = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()

@@ -8,13 +8,11 @@
 -- ARGV[1] op  ARGV[2] member  ARGV[3] milliseconds from now  ARGV[4] op's value (below)
 -- queued: a message was queued (_lib.lua's note_queued, which forward.lua runs itself):
 --   with a device token, mark it new and, unless the member is scheduled already, schedule
---   it ARGV[3] from now. Returns the time it was scheduled at; 0 without a device; -1
---   already scheduled.
+--   it ARGV[3] from now.
 -- claim: if the member is due, move it ARGV[3] ahead (a guard: should the claimer die, the
---   notification runs again then) and return {now, dv, token, dp, da, nl, na, new, ni}; `new`
---   is 1 when a message came since the last claim, or when that claim was never settled
---   (its claimer died: nc still set). {} when it is not due (another worker ran it); a
---   record that is gone takes its member with it.
+--   notification runs again then); `new` is 1 when a message came since the last claim, or
+--   when that claim was never settled (its claimer died: nc still set). A record that is
+--   gone takes its member with it.
 -- defer: a worker that cannot run it now (busy, or without the providers' settings) moves a
 --   due member ARGV[3] ahead, so that it does not stay at the head of the schedule, read
 --   again every tick, and hold up the upkeep due after it. Claims nothing, settles nothing.
@@ -26,6 +24,13 @@
 -- sent: note the time (nl); then as giveup.
 -- giveup, done: clear the attempts and the id; remove the member, unless a message came
 --   meanwhile (nq): then due ARGV[3] from now.
+-- Returns, claim (replies.NoteClaim): {now, dv, token, dp, da, nl, na, new, ni}, or {} when
+--   it is not due (another worker ran it) or the record is gone.
+-- Returns, every other op (replies.NoteReply; codes replies.NoteCode): the time (ms, above
+--   0) the notification is due at when the op scheduled it, for the workers' hint; else
+--   NOT_SCHEDULED = 0       queued: no device; the others: settled, forgotten, deferred,
+--                           or the record is gone
+--   ALREADY_SCHEDULED = -1  queued: it was scheduled already (a burst collapses into one)
 local record, due, device, op, member = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
 local now = now_ms()
 local at = now + tonumber(ARGV[3])

@@ -3,18 +3,18 @@
 -- delayed messages are not stored yet and are not shown.
 -- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] n (most messages to return)  ARGV[2] the namespace's default settings (or '')
--- Returns {1, now, -1, count, more, -1, <9 values per message as receive.lua>...}
+-- Returns (replies.Handout.decode; codes replies.ReceiveCode):
+--   OK = 1         {1, now, -1, count, more, -1, <9 values per message as receive.lua>...}
+--   NO_QUEUE = -1  {-1}
 --   per message the visible-again ms is its in-flight score (a deadline still to come while
 --   handed out), or its first enqueue ms when it was never handed out
 --   more: 1 when the script stopped at its budget of expired entries skipped
---         {-1}  no such queue
 local Q = queue_keys(KEYS, 1)
 local stream, inflight, rc = Q.stream, Q.inflight, Q.rc
 if not exists(Q) then return {-1} end
-local ret = settings(Q, defaults_of(ARGV[2]), {'ret'}).ret
+local ret_ms = settings(Q, defaults_of(ARGV[2]), {'ret'}).ret
 local n = tonumber(ARGV[1])
 local now = now_ms()
-local ret_ms = tonumber(ret) * 1000
 local out = {1, now, -1, 0, 0, -1}
 local got, examined = 0, 0
 local BUDGET = 1000

@@ -3,11 +3,14 @@
 -- KEYS[1] the connection's push lease (string: the holder's id, '+' appended when another
 --         pusher asked for it meanwhile)
 -- ARGV[1] the caller's id  ARGV[2] the lease's length (ms)
--- ARGV[3] 'take': returns 1 when the caller holds it afterwards (taken, or renewed by its
---                 holder), else 0, having marked it so that its holder pushes once more;
---         'give': the holder is done; returns 1 when another asked meanwhile (the lease is
---                 kept, renewed, for one more round), else releases it and returns 0;
---         'drop': the holder stops (a retry is scheduled); releases it, returns 0.
+-- ARGV[3] 'take': take it, or renew it when the caller holds it; else mark it, so that its
+--                 holder pushes once more;
+--         'give': the holder is done: it keeps the lease, renewed, for one more round when
+--                 another asked meanwhile, else releases it;
+--         'drop': the holder stops (a retry is scheduled): releases it.
+-- Returns (replies.push_lease_held; codes replies.PushLeaseCode), every op:
+--   HELD = 1      the caller holds the lease afterwards
+--   NOT_HELD = 0  it does not (another holds it, or it was released)
 local lease, me, ms, op = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local held = redis.call('GET', lease)
 local mine = held == me or held == me .. '+'

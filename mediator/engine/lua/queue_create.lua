@@ -1,7 +1,9 @@
 -- queue_create: create a queue's configuration; its stream is made lazily on first send.
 -- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] qualified queue name  ARGV[2..] config field/value pairs
--- Returns 1 created, 0 a queue of that name exists
+-- Returns a code (replies.queue_created; codes replies.QueueCreateCode):
+--   CREATED = 1  created
+--   EXISTS = 0   a queue of that name exists
 local Q = queue_keys(KEYS, 1)
 if exists(Q) then return 0 end
 local pairs_ = {}

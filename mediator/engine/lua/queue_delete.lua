@@ -5,9 +5,10 @@
 -- ARGV[1] qualified queue name
 -- ARGV[2] '' to delete the config hash, else the config fields to remove (a DIDComm
 --         connection's record is its queue's config hash and outlives the queue)
--- Returns {1, own dead letter queue or '', the schedule's hint for the workers or -1}  deleted
---         {0}                              no such queue
---         {2, user, ...}                   still used as a dead letter queue by these
+-- Returns (replies.QueueDeleteReply; codes replies.QueueDeleteCode):
+--   DELETED = 1   {1, own dead letter queue or '', the schedule's hint for the workers or -1}
+--   NO_QUEUE = 0  {0}
+--   IN_USE = 2    {2, user, ...}  still used as a dead letter queue by these
 local Q = queue_keys(KEYS, 1)
 local name = ARGV[1]
 if not exists(Q) then return {0} end

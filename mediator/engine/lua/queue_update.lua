@@ -4,8 +4,9 @@
 -- ARGV[1] qualified queue name  ARGV[2] number of field/value pairs to set (k),
 -- ARGV[3 .. 2+2k] the pairs, then the names of optional fields to remove
 -- The queue's upkeep is brought forward to now, so a shorter retention takes effect at once.
--- Returns {1, previous dead letter queue or '', hint}  updated
---         {0}                                           no such queue
+-- Returns (replies.QueueUpdateReply; codes replies.QueueUpdateCode):
+--   UPDATED = 1   {1, previous dead letter queue or '', hint}
+--   NO_QUEUE = 0  {0}
 local Q = queue_keys(KEYS, 1)
 if not exists(Q) then return {0} end
 local previous = redis.call('HGET', Q.cfg, 'dlq') or ''

@@ -12,7 +12,10 @@
 -- ARGV[7] the namespace's default settings (msgpack map, or '')
 -- KEYS[15], ARGV[8], ARGV[9] (optional): a live socket's hold on its recipient, the socket
 --         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
--- Returns {1, now, next_due, count, more, hint, <9 values per message>...}
+-- Returns (replies.Handout.decode; codes replies.ReceiveCode):
+--   OK = 1          {1, now, next_due, count, more, hint, <9 values per message>...}
+--   NO_QUEUE = -1   {-1}
+--   HOLD_LOST = -2  {-2}  another socket holds the recipient now: nothing was handed out
 --   more: 1 when the script stopped at its budget of purged entries: call again at once;
 --   with fewer than n handed out and more 0, the queue had nothing else visible, and the
 --   node was marked as waiting (ARGV[5]) in this very call
@@ -21,17 +24,15 @@
 --   per message: id, body, content type, content encoding, trace id, first enqueue ms,
 --   receive count, visible-again ms, dead letter queue ('' unless dead-lettered now)
 --   next_due: when nothing was returned, the earliest delayed/in-flight deadline (or -1)
---         {-1}  no such queue
---         {-2}  another socket holds the recipient now: nothing was handed out
 local Q = queue_keys(KEYS, 1)
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not exists(Q) then return {-1} end
 if not renew_hold(KEYS[15], ARGV[8], ARGV[9]) then return {-2} end
 local c = settings(Q, defaults_of(ARGV[7]), {'vt', 'ret', 'mr', 'dlq'})
 local now = now_ms()
-local vt_ms = tonumber(c.vt) * 1000
+local vt_ms = c.vt
 if ARGV[4] ~= '' then vt_ms = tonumber(ARGV[4]) end
-local ret_ms = tonumber(c.ret) * 1000
+local ret_ms = c.ret
 local max_receives = tonumber(c.mr)
 local dlq = c.dlq
 

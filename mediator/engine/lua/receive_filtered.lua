@@ -18,20 +18,21 @@
 -- ARGV[9] the namespace's default settings (msgpack map, or '')
 -- KEYS[15], ARGV[10], ARGV[11] (optional): a live socket's hold on its recipient, the socket
 --         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
--- Returns {1, now, next_due, count, more, cursor, <9 values per message>...}
+-- Returns (replies.Handout.decode_filtered; codes replies.ReceiveCode):
+--   OK = 1          {1, now, next_due, count, more, cursor, <9 values per message>...}
+--   NO_QUEUE = -1   {-1}
+--   HOLD_LOST = -2  {-2}  another socket holds the recipient now: nothing was handed out
 --   as receive.lua (fewer than n and more 0: nothing else matched, and the node was marked
 --   as waiting), except that slot 6 is the cursor to pass to the next call ('' = none)
---         {-1}  no such queue
---         {-2}  another socket holds the recipient now: nothing was handed out
 local Q = queue_keys(KEYS, 1)
 local name, channel, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not exists(Q) then return {-1} end
 if not renew_hold(KEYS[15], ARGV[10], ARGV[11]) then return {-2} end
 local c = settings(Q, defaults_of(ARGV[9]), {'vt', 'ret'})
 local now = now_ms()
-local vt_ms = tonumber(c.vt) * 1000
+local vt_ms = c.vt
 if ARGV[4] ~= '' then vt_ms = tonumber(ARGV[4]) end
-local ret_ms = tonumber(c.ret) * 1000
+local ret_ms = c.ret
 local tag = ARGV[5]
 local min_z = tonumber(ARGV[6])
 -- With a cut-off, PEL scores below `lo` can only belong to messages enqueued before it.

@@ -3,7 +3,8 @@
 -- socket carried is offered on the new one at once, not when the old deadline passes).
 -- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] visibility timeout (ms)  ARGV[2] most to hand out
--- Returns as receive.lua: {1, now, -1, count, more, -1, <9 values per message>...}
+-- Returns as receive.lua (replies.Handout.decode; codes replies.ReceiveCode):
+--   OK = 1  {1, now, -1, count, more, -1, <9 values per message>...}
 local Q = queue_keys(KEYS, 1)
 local now = now_ms()
 local hidden_until = now + tonumber(ARGV[1])

@@ -2,8 +2,13 @@
 -- first connection that registered the key.
 -- KEYS[1] the routes bucket (hash: raw recipient key -> connection)
 -- ARGV[1] 'add' or 'release'  ARGV[2] the field (raw recipient key)  ARGV[3] the connection
--- add: 1 added, 0 already this connection's, -1 another connection holds it
--- release: 1 released, 0 it was not this connection's (compare-and-delete)
+-- Returns, add (replies.route_added; codes replies.RouteAddCode):
+--   ADDED = 1         the key routes to the connection now
+--   ALREADY_OURS = 0  it did already
+--   TAKEN = -1        another connection holds it (nothing changed)
+-- Returns, release (replies.held; codes replies.HeldCode), compare-and-delete:
+--   HELD = 1          it was the connection's: released
+--   NOT_HELD = 0      it was not (nothing changed)
 local bucket, field, me = KEYS[1], ARGV[2], ARGV[3]
 local holder = redis.call('HGET', bucket, field)
 if ARGV[1] == 'add' then

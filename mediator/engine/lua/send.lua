@@ -7,14 +7,16 @@
 -- then 7 values per message: id, content type, content encoding, trace id, body, digest
 --   (a digest other than '' skips the message when one with that digest is queued already),
 --   sender tag (other than '': the sender's queued bytes are counted, _lib.lua)
--- Returns {1, now, hint, visible, delayed, copy...}  hint: the shard's new earliest due time,
---         or -1; a copy per message: '' when stored, else the queued message it duplicates
---         {-1}             no such queue
---         {-2, i, size}    message i (1-based) is over the message size limit
---         {-3, count}      the message count limit would be passed (count = current)
---         {-4, bytes}      the size limit would be passed (bytes = current)
---         {-5}             the queue refuses messages (will_queue false)
---         {-6, ms}         over the per-second limit: the second ends in `ms`
+-- Returns (replies.SendReply; codes replies.SendCode):
+--   STORED = 1              {1, now, hint, visible, delayed, copy...}  hint: the shard's new
+--                           earliest due time, or -1; a copy per message: '' when stored,
+--                           else the queued message it duplicates
+--   NO_QUEUE = -1           {-1}
+--   MESSAGE_TOO_LARGE = -2  {-2, i, size}  message i (1-based) is over the message size limit
+--   COUNT_LIMIT = -3        {-3, count}    the count limit would be passed (count = current)
+--   SIZE_LIMIT = -4         {-4, bytes}    the size limit would be passed (bytes = current)
+--   REFUSED = -5            {-5}           the queue refuses messages (will_queue false)
+--   RATE_LIMITED = -6       {-6, ms}       over the per-second limit: the second ends in `ms`
 local Q = queue_keys(KEYS, 1)
 local k = tonumber(ARGV[5])
 local lazy = false

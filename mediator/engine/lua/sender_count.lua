@@ -1,7 +1,8 @@
 -- sender_count: copy a sender's total in one shard into its count (keys.sender_queued: a hash
--- shard -> bytes, and `@` their sum). Safe to run twice: it sets, it does not add.
+-- shard -> bytes, and `@` their sum: keys.SENDER_QUEUED_SUM). Safe to run twice: it sets,
+-- it does not add.
 -- KEYS[1] the sender's count  ARGV[1] shard  ARGV[2] its total there  ARGV[3] ttl (ms)
--- Returns {sum now, sum before}
+-- Returns (replies.SenderCount) {sum now, sum before}
 local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local new = tonumber(ARGV[2])
 local before = tonumber(redis.call('HGET', KEYS[1], '@') or '0')

@@ -3,6 +3,7 @@
 -- else it comes back to `next` ms at the latest.
 -- KEYS[1] the shard's totals  KEYS[2] the changed senders  KEYS[3] the shard's schedule
 -- ARGV[1] the schedule's member  ARGV[2] next (ms)  ARGV[3..] tag, total copied, ...
+-- Returns 1, nothing to read.
 for i = 3, #ARGV, 2 do
   if (redis.call('HGET', KEYS[1], ARGV[i]) or '0') == ARGV[i + 1] then
     redis.call('SREM', KEYS[2], ARGV[i])

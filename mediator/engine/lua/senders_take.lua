@@ -5,7 +5,8 @@
 -- KEYS[1] the shard's totals  KEYS[2] the changed senders  KEYS[3] the shard's schedule
 -- ARGV[1] the schedule's member for them (keys.SENDERS_MEMBER)  ARGV[2] retry (ms)
 -- ARGV[3] the most senders taken
--- Returns {tag, total, tag, total, ...} (total '0': none left)
+-- Returns (replies.SenderTotal.decode_all) {tag, total, tag, total, ...} (total '0': none
+--   left)
 local tags = redis.call('SRANDMEMBER', KEYS[2], tonumber(ARGV[3]))
 local out = {}
 for _, tag in ipairs(tags) do

@@ -2,8 +2,8 @@
 -- in-flight seconds that have passed are pruned on the way.
 -- KEYS: for each namespace, its totals, in-flight buckets and oldest index in the shard
 -- (keys.shard_totals, shard_flight, shard_oldest)
--- Returns {now, then per namespace 12 values: q, n, d, b, add, dlv, ack, exp, dl, drop,
---          in flight now, oldest first enqueue ms or -1}
+-- Returns (replies.ShardStatsReply) {now, then per namespace 12 values: q, n, d, b, add,
+--   dlv, ack, exp, dl, drop (books.COUNTERS), in flight now, oldest first enqueue ms or -1}
 local FIELDS = {'q', 'n', 'd', 'b', 'add', 'dlv', 'ack', 'exp', 'dl', 'drop'}
 local now = now_ms()
 local out = {now}

@@ -3,8 +3,10 @@
 -- have count limits), 100 at a time; `complete` is 0 when it stopped there.
 -- KEYS: the queue's keys (keys.QueueKeys.all)
 -- ARGV[1] trace id  ARGV[2] most entries to look at
--- Returns {1, now, count, visible, bytes, oldest enqueue ms or -1, newest or -1, complete 0/1}
---         {-1}  no such queue
+-- Returns (replies.tag_stats; codes replies.Found):
+--   OK = 1         {1, now, count, visible, bytes, oldest enqueue ms or -1, newest or -1,
+--                  complete 0/1}
+--   NO_QUEUE = -1  {-1}
 local Q = queue_keys(KEYS, 1)
 local stream, inflight, delayed, dbody = Q.stream, Q.inflight, Q.delayed, Q.dbody
 if not exists(Q) then return {-1} end

@@ -5,9 +5,10 @@
 -- ARGV[1] qualified queue name  ARGV[2] most messages to touch
 -- ARGV[3] ms after which an outbox entry counts as abandoned
 -- ARGV[4] the namespace's default settings (msgpack map, or '')
--- Returns {1, now, next_due or -1, promoted, purged, <packed outbox entries>...}
---         {-1}  no such queue (its schedule entry is dropped, and what it left behind
---               reaped: see reap in _lib.lua; again at the next tick if there is more)
+-- Returns (replies.UpkeepReply; codes replies.Found):
+--   OK = 1         {1, now, next_due or -1, promoted, purged, <packed outbox entries>...}
+--   NO_QUEUE = -1  {-1}  its schedule entry is dropped, and what it left behind reaped (see
+--                  reap in _lib.lua; again at the next tick if there is more)
 local Q = queue_keys(KEYS, 1)
 local name, limit, grace = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not exists(Q) then
@@ -18,7 +19,7 @@ if not exists(Q) then
   end
   return {-1}
 end
-local ret_ms = tonumber(settings(Q, defaults_of(ARGV[4]), {'ret'}).ret) * 1000
+local ret_ms = settings(Q, defaults_of(ARGV[4]), {'ret'}).ret
 local now = now_ms()
 
 local promoted, purged = promote(Q, now, ret_ms, limit)

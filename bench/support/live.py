@@ -1,6 +1,7 @@
-"""What the cluster workloads of the DIDComm benchmark measure with: live sockets that
-timestamp every frame, a schedule of open-loop sends, CPU shares per process and the
-disturbances of the machine (bench/didcomm_bench.py, bench/didcomm_cluster.py)."""
+"""Live recipients and open-loop sends: recipients in live mode whose sockets stamp every
+frame as it arrives and match each delivered message to the forward that carried it (by the
+AEAD tag of its ciphertext, without decrypting it), acknowledging at once; forwards sent on
+a fixed schedule whatever the answers; and the plan's recipients opened live."""
 
 from __future__ import annotations
 
@@ -8,144 +9,25 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
-from loadgen import (
-    Connection,
-    HttpError,
-    cpu_shares,
-    cpu_times,
-    expect,
-    proc_cpu_seconds,
-)
-from mqs_bench import (
-    BenchError,
-    fmt_rate,
-)
 
-from mediator.client import (
-    ClientError,
-    Recipient,
-    attachments,
-    message,
-)
+from bench.harness.errors import BenchError
+from bench.harness.floors import FrameQueue, stamping
+from bench.harness.loadgen import Connection, HttpError, expect
+from bench.support.bulk_load import Plan
+from mediator.client import ClientError, Recipient, attachments, message
 from mediator.client.transports import ENVELOPE_TYPE
 from mediator.errors import EnvelopeError
 
 ENVELOPE = {"Content-Type": ENVELOPE_TYPE}
-FrameQueue = asyncio.Queue[tuple[float, bytes]]
-
-
-def stamping(frames: FrameQueue) -> Callable[[bytes], bool]:
-    """A WsTransport frame hook that takes every frame, stamped with its arrival time (it
-    runs in the socket's reader task, as soon as the frame is read)."""
-    perf = time.perf_counter
-
-    def hook(data: bytes) -> bool:
-        frames.put_nowait((perf(), data))
-        return True
-
-    return hook
 
 
 def ciphertext_tag(envelope: bytes) -> str:
     """The AEAD tag of an envelope: it names the ciphertext, so a delivered message is matched
     to the forward that carried it by content, without decrypting it."""
     return str(orjson.loads(envelope)["tag"])
-
-
-class CpuMeter:
-    """CPU use of some processes, of this one ("bench": the load generator and the live
-    sockets) and of all others ("others": the machine's busy time not theirs), from its
-    creation to `shares()`, as a share of one CPU."""
-
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
-        self.start = self._read()
-        self.machine0 = cpu_times()
-
-    def _read(self) -> tuple[float, dict[str, float]]:
-        seconds = {name: proc_cpu_seconds(pid) for name, pid in self.pids.items()}
-        return time.perf_counter(), seconds | {"bench": time.process_time()}
-
-    def shares(self) -> dict[str, float]:
-        (t0, before), (t1, after) = self.start, self._read()
-        ours = {name: (after[name] - before[name]) / (t1 - t0) for name in after}
-        busy = sum(cpu["busy"] for cpu in self.machine().values())
-        return {name: round(v, 3) for name, v in ours.items()} | {
-            "others": round(max(0.0, busy - sum(ours.values())), 3)
-        }
-
-    def machine(self) -> dict[str, dict[str, float]]:
-        """Per CPU: busy, iowait and steal shares since the start."""
-        return cpu_shares(self.machine0, cpu_times())
-
-
-def fmt_cpu(shares: dict[str, float]) -> str:
-    return ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
-
-
-def redis_events(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """Forks (AOF rewrites) and fsyncs Redis ran late, between two `redis_counters()`."""
-    names = ("total_forks", "aof_rewrites", "aof_delayed_fsync")
-    return {name: after.get(name, 0) - before.get(name, 0) for name in names}
-
-
-def disturbances(
-    cpu: dict[str, float], machine: dict[str, dict[str, float]], events: dict[str, int]
-) -> str:
-    """What may have disturbed a phase, in brackets (empty when nothing did): other
-    processes on the machine, time the host stole from a CPU, time spent waiting on the
-    disk, Redis forking or fsyncing late."""
-    notes = [f"OTHER PROCESSES {cpu['others']:.0%} cpu"] if cpu.get("others", 0) >= 0.1 else []
-    for name, shares in machine.items():
-        notes += [f"{name} {k} {shares[k]:.0%}" for k in ("steal", "iowait") if shares[k] >= 0.02]
-    if events.get("total_forks"):
-        notes.append(f"redis forked {events['total_forks']}x")
-    if events.get("aof_delayed_fsync"):
-        notes.append(f"aof delayed fsync {events['aof_delayed_fsync']}x")
-    return f" [{', '.join(notes)}]" if notes else ""
-
-
-@dataclass
-class NodesBlock:
-    """One closed-loop block of forwards spread over `nodes` nodes."""
-
-    nodes: int
-    seconds: float
-    forwards: int
-    rate: float
-    cpu: dict[str, float]  # share of one CPU: each node, Redis, this process
-    machine: dict[str, dict[str, float]]
-    redis_events: dict[str, int]
-    redis_cmds_per_forward: float | None
-    errors: int
-    first_error: str
-
-    @property
-    def node_cpu(self) -> float:
-        return sum(v for k, v in self.cpu.items() if k.startswith("node"))
-
-    @property
-    def cpu_norm(self) -> float:
-        """Forwards per second of node CPU (all nodes together)."""
-        return self.rate / self.node_cpu if self.node_cpu > 0 else float("nan")
-
-    def describe(self) -> str:
-        nodes = "+".join(f"{v:.0%}" for k, v in self.cpu.items() if k.startswith("node"))
-        text = (
-            f"{self.nodes} node{'s' if self.nodes > 1 else ''} {fmt_rate(self.rate)}/s "
-            f"(nodes cpu {nodes}, redis {self.cpu.get('redis', 0):.0%}, "
-            f"loadgen {self.cpu['bench']:.0%}"
-        )
-        if self.redis_cmds_per_forward is not None:
-            text += f", redis cmds/fwd {self.redis_cmds_per_forward:.1f}"
-        text += ")" + disturbances(self.cpu, self.machine, self.redis_events)
-        if self.errors:
-            text += f" ERRORS {self.errors}: {self.first_error}"
-        return text
 
 
 @dataclass
@@ -304,3 +186,32 @@ async def open_loop(conns: list[Connection], requests: list[bytes], rate: float)
         tasks.append(asyncio.create_task(send(k, conn)))
     await asyncio.wait_for(asyncio.gather(*tasks), 60)
     return run
+
+
+def loaded_recipient(plan: Plan, i: int, base: str) -> Recipient:
+    """Loaded recipient i as the project's client sees it, on a WebSocket to `base`."""
+    wallet = plan.wallet(i)
+    client = Recipient(base, plan.ours(i).verkey_b58, "ws", wallet)
+    key = plan.recipient_key(i)
+    client.recipient_keys[key.verkey_b58] = key
+    return client
+
+
+async def live_sockets(plan: Plan, indexes: list[int], base: str) -> LiveSockets:
+    """Recipients `indexes` live on the node at `base`, acknowledging every delivery."""
+    opened: list[tuple[Recipient, str]] = []
+    try:
+        for i in indexes:
+            client = loaded_recipient(plan, i, base)
+            opened.append((client, plan.recipient_key(i).verkey_b58))
+            await client.connect()
+            status = await client.live(True)
+            if status.get("live_delivery") is not True:
+                raise RuntimeError(f"live mode was not turned on for {i}: {status!r}")
+    except BaseException:
+        for client, _ in opened:
+            await client.close()
+        raise
+    sockets = LiveSockets(opened)
+    sockets.start()
+    return sockets

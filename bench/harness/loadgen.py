@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bench.harness.errors import BenchError
+
+HOST = "127.0.0.1"  # every server a benchmark starts listens here
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_OPS_PER_WORKER = 10_000_000  # a hard bound on every closed loop, whatever the deadline
@@ -61,7 +63,7 @@ def build_request(
     path: str,
     headers: Mapping[str, str] | None = None,
     body: bytes = b"",
-    host: str = "127.0.0.1",
+    host: str = HOST,
 ) -> bytes:
     """The bytes of one request, built once and written as often as needed."""
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
@@ -268,49 +270,6 @@ def expect(resp: Response, *statuses: int) -> Response:
     return resp
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        raw = f.read()
-    fields = raw[raw.rindex(b")") + 2 :].split()
-    # After "pid (comm) " the fields start at field 3 (state); utime is 14, stime 15.
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_times() -> dict[str, list[int]]:
-    """Per-CPU jiffies from /proc/stat: user nice system idle iowait irq softirq steal."""
-    out: dict[str, list[int]] = {}
-    with open("/proc/stat", "rb") as f:
-        for line in f:
-            if line.startswith(b"cpu") and line[3:4].isdigit():
-                name, *values = line.split()
-                out[name.decode()] = [int(v) for v in values[:8]]
-    return out
-
-
-def cpu_shares(
-    before: dict[str, list[int]], after: dict[str, list[int]]
-) -> dict[str, dict[str, float]]:
-    """For each CPU, the share of the interval spent busy, in iowait and stolen by the host."""
-    shares: dict[str, dict[str, float]] = {}
-    for name, b in before.items():
-        a = after.get(name)
-        if a is None:
-            continue
-        d = [x - y for x, y in zip(a, b, strict=True)]
-        total = sum(d)
-        if total <= 0:
-            continue
-        idle, iowait, steal = d[3], d[4], d[7]
-        shares[name] = {
-            "busy": round((total - idle - iowait - steal) / total, 3),
-            "iowait": round(iowait / total, 3),
-            "steal": round(steal / total, 3),
-        }
-    return shares
-
-
 def rotating(requests: list[bytes], status: int) -> Operation:
     """An operation sending `requests` in turn, each expected to answer `status`."""
     turn = 0
@@ -322,3 +281,31 @@ def rotating(requests: list[bytes], status: int) -> Operation:
         return 1
 
     return op
+
+
+async def send_all(
+    port: int,
+    requests: list[bytes],
+    statuses: Sequence[int],
+    conns: int = 8,
+) -> int:
+    """Run prebuilt requests over a few connections to the server on `port` (set-up work,
+    not timed); each must answer one of `statuses`. Returns how many ran."""
+    pending = list(reversed(requests))
+    done = 0
+
+    async def worker(conn: Connection) -> None:
+        nonlocal done
+        while pending:
+            raw = pending.pop()
+            resp = await conn.request(raw)
+            if resp.status not in statuses:
+                raise BenchError(f"bulk request: status {resp.status}: {resp.body[:300]!r}")
+            done += 1
+
+    opened = await open_connections(HOST, port, max(1, min(conns, len(requests))))
+    try:
+        await asyncio.wait_for(asyncio.gather(*(worker(c) for c in opened)), 300)
+    finally:
+        await close_connections(opened)
+    return done

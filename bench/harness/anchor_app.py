@@ -12,7 +12,7 @@ frame `ready`, then writes every message published on that channel to the socket
 frame, as is: the least a Python node can do between a PUBLISH and a WebSocket frame. It runs
 with permessage-deflate off, as the mediator does by default.
 
-    python bench/anchor_app.py --port 8099 --redis-url redis://127.0.0.1:6379/0
+    python -m bench.harness.anchor_app --port 8099 --redis-url redis://127.0.0.1:6379/0
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ except ImportError:  # the stdlib fallback
     JSON_LIB = "json"
 
 STREAM_PREFIX = "bench:anchor:"
-FLOOR_PREFIX = "bench:floor:ws:"
+FLOOR_PREFIX = "bench:floor:ws:"  # the channels /floor/{name} relays
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -64,7 +64,7 @@ async def xadd(request: Request) -> Response:
         return _json({"error": 'expected {"body": "<text>"}'}, 400)
     redis: Redis = request.app.state.redis
     stream_id = await redis.xadd(STREAM_PREFIX + request.path_params["name"], {"b": doc["body"]})
-    return _json({"id": stream_id.decode()}, 201)
+    return _json({"id": stream_id.decode() if isinstance(stream_id, bytes) else stream_id}, 201)
 
 
 async def readyz(request: Request) -> Response:

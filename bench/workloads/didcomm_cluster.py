@@ -1,38 +1,30 @@
 """The cluster workloads of the DIDComm benchmark: forward throughput over 1, 2 and 3 nodes
 (`forward-nodes`), and cross-node live latency at fixed fractions of saturation against
-the PUBLISH -> WebSocket floor (`live-cross-rates`). Mixed into DidcommBench
-(bench/didcomm_bench.py, whose docstring describes the figures)."""
+the PUBLISH -> WebSocket floor (`live-cross-rates`). bench/workloads/didcomm.py runs them;
+its docstring describes the figures."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import os
-import secrets
 import statistics
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import mqs_bench
-from cluster_probes import (
-    ENVELOPE,
-    CpuMeter,
-    FrameQueue,
-    LiveSockets,
-    NodesBlock,
-    Schedule,
-    Tally,
-    ciphertext_tag,
+from bench.harness.blocks import Block, Blocks, describe
+from bench.harness.conditions import (
+    client_commands,
     disturbances,
-    fmt_cpu,
-    open_loop,
+    redis_counters,
     redis_events,
-    slowest,
-    stamping,
 )
-from loadgen import (
+from bench.harness.errors import BenchError
+from bench.harness.floors import publish_floor, websocket_floor
+from bench.harness.loadgen import (
+    HOST,
     Connection,
     Operation,
     build_request,
@@ -41,81 +33,100 @@ from loadgen import (
     open_connections,
     rotating,
 )
-from mqs_bench import (
-    HOST,
-    BenchError,
-    Proc,
-    _dist,
-    fmt_rate,
-    percentile,
-    progress,
-    verdict,
+from bench.harness.machine import CpuMeter
+from bench.harness.output import Goal, dist, fmt_cpu, fmt_rate, percentile, progress
+from bench.harness.processes import Proc
+from bench.harness.report import Report
+from bench.harness.servers import Servers, node_metrics
+from bench.support.live import (
+    ENVELOPE,
+    LiveSockets,
+    Schedule,
+    Tally,
+    ciphertext_tag,
+    open_loop,
+    slowest,
 )
-from redis.asyncio import Redis
-
-from mediator.client import (
-    Recipient,
-    Sender,
-    WsTransport,
-    forward_envelope,
-)
+from bench.support.recipients import Recipients
+from bench.support.topology import more_nodes, spread_cpus
+from mediator.client import Sender, forward_envelope
 
 NODE_COUNTS = (1, 2, 3)  # forward-nodes: node1, then node2, then node3 join
 VERDICT_FRACTION = 0.25  # live-cross-rates is judged at this fraction of saturation
-FLOOR_CHANNEL = "bench:floor:ws:"  # the anchor app relays this channel to /floor/{name}
+GOAL = Goal("<=", 3.0)  # live-cross-rates: p99 as a multiple of the floor's p99
 SETTLE_LIMIT_S = 30.0  # how long the live sockets may take to catch up after a phase
 RATE_LIMIT_S = 30.0  # longest schedule of one fixed rate, whatever the options
 RATE_MAX_MESSAGES = 20_000
+# Distinct forwards the saturation blocks take in turn. A forward whose message its
+# recipient still holds is a duplicate, answered 202 and not stored again: the pool must
+# outlast the deliveries in flight, which the node's duplicate count checks.
+SATURATION_POOL = 4_000
+DUPLICATES = "mediator_didcomm_duplicate_forwards_total"
+
+
+@dataclass
+class NodesBlock:
+    """One closed-loop block of forwards spread over `nodes` nodes."""
+
+    nodes: int
+    seconds: float
+    forwards: int
+    rate: float
+    cpu: dict[str, float]  # share of one CPU: each node, Redis, this process
+    machine: dict[str, dict[str, float]]
+    redis_events: dict[str, int]
+    redis_cmds_per_forward: float | None
+    errors: int
+    first_error: str
+
+    @property
+    def node_cpu(self) -> float:
+        return sum(v for k, v in self.cpu.items() if k.startswith("node"))
+
+    @property
+    def cpu_norm(self) -> float:
+        """Forwards per second of node CPU (all nodes together)."""
+        return self.rate / self.node_cpu if self.node_cpu > 0 else float("nan")
+
+    def describe(self) -> str:
+        nodes = "+".join(f"{v:.0%}" for k, v in self.cpu.items() if k.startswith("node"))
+        text = (
+            f"{self.nodes} node{'s' if self.nodes > 1 else ''} {fmt_rate(self.rate)}/s "
+            f"(nodes cpu {nodes}, redis {self.cpu.get('redis', 0):.0%}, "
+            f"loadgen {self.cpu['bench']:.0%}"
+        )
+        if self.redis_cmds_per_forward is not None:
+            text += f", redis cmds/fwd {self.redis_cmds_per_forward:.1f}"
+        text += ")" + disturbances(self.cpu, self.machine, self.redis_events)
+        if self.errors:
+            text += f" ERRORS {self.errors}: {self.first_error}"
+        return text
 
 
 class ClusterWorkloads:
-    """The methods of the cluster workloads; DidcommBench provides the rest."""
+    """forward-nodes and live-cross-rates on the servers of a DIDComm run."""
 
-    def node_cpus(self) -> dict[str, int | None]:
-        """Where each node runs: spread over the CPUs starting from the server's, so node1
-        and node3 share the server CPU and node2 the load generator's (with Redis)."""
-        pin = self.pinning
-        cpus = [pin.server_cpu, pin.load_cpu] if pin.used else [None]
-        return {f"node{i}": cpus[(i - 1) % len(cpus)] for i in range(1, max(NODE_COUNTS) + 1)}
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        servers: Servers,
+        blocks: Blocks,
+        report: Report,
+        recipients: Recipients,
+    ) -> None:
+        self.args = args
+        self.servers = servers
+        self.blocks = blocks
+        self.report = report
+        self.recipients = recipients
 
-    async def cluster(self) -> list[Proc]:
-        """node1, node2 and the nodes started for forward-nodes (no in-process worker)."""
-        assert self.node1 is not None and self.node2 is not None
-        nodes = [self.node1, self.node2]
-        cpus = self.node_cpus()
-        for i in range(len(nodes) + 1, max(NODE_COUNTS) + 1):
-            node = self.node_proc(f"node{i}", False, cpus[f"node{i}"])
-            node.start()
-            self.procs.append(node)
-            nodes.append(node)
-        await asyncio.gather(*(node.wait_ready("/readyz") for node in nodes[2:]))
-        progress(", ".join(f"{n.name} :{n.port} (pid {n.pid})" for n in nodes[2:]) + " ready")
-        return nodes
-
-    def cpu_pids(self, nodes: list[Proc]) -> dict[str, int]:
-        pids = {node.name: node.pid for node in nodes}
-        if self.redis_pid:
-            pids["redis"] = self.redis_pid
-        return pids
-
-    async def watch(self) -> Callable[[], Awaitable[dict[str, Any]]]:
-        """Start watching node1, node2, Redis, this process and the machine; await the
-        function returned for their CPU use and the disturbances since."""
-        assert self.node1 is not None and self.node2 is not None
-        counters0 = await self.redis_counters()
-        meter = CpuMeter(self.cpu_pids([self.node1, self.node2]))
-
-        async def since() -> dict[str, Any]:
-            cpu, machine = meter.shares(), meter.machine()
-            events = redis_events(counters0, await self.redis_counters())
-            return {"cpu": cpu, "machine": machine, "redis": events}
-
-        return since
+    # ------------------------------------------------------------------ forward-nodes
 
     async def nodes_block(self, nodes: list[Proc], seconds: float) -> NodesBlock:
         """Forwards in a closed loop on --connections connections split evenly over `nodes`
         (one group per node)."""
-        op = await self.forward_op()
+        op = await self.recipients.forward_op()
+        redis = self.servers.redis
         total = self.args.connections
         conns: list[Connection] = []
         try:
@@ -123,16 +134,14 @@ class ClusterWorkloads:
                 share = total // len(nodes) + (1 if i < total % len(nodes) else 0)
                 conns += await open_connections(HOST, node.port, share)
             await asyncio.sleep(0.05)
-            counters0 = await self.redis_counters()
-            meter = CpuMeter(self.cpu_pids(nodes))
+            counters0 = await redis_counters(redis)
+            meter = CpuMeter(self.servers.cpu_pids(nodes))
             result = await closed_loop(conns, op, seconds)
             cpu, machine = meter.shares(), meter.machine()
-            counters1 = await self.redis_counters()
+            counters1 = await redis_counters(redis)
         finally:
             await close_connections(conns)
-        commands = sum(
-            v - counters0.get(k, 0) for k, v in counters1.items() if k.startswith("client:")
-        )
+        commands = client_commands(counters0, counters1)
         return NodesBlock(
             nodes=len(nodes),
             seconds=result.elapsed,
@@ -148,32 +157,32 @@ class ClusterWorkloads:
 
     async def node_rounds(
         self, nodes: list[Proc]
-    ) -> tuple[list[mqs_bench.Block], dict[int, list[NodesBlock]]]:
+    ) -> tuple[list[Block], dict[int, list[NodesBlock]]]:
         """A warm-up (anchor, all nodes), then --pairs rounds of anchor, 1, 2, 3 nodes (the
         node counts in reverse order every other round, so a drift of the machine does not
         favour one of them)."""
         args = self.args
-        anchor_side = self.anchor_side()
+        anchor_side = self.blocks.anchor_side()
         if args.warmup > 0:
-            warm_anchor = await self.run_block(anchor_side, args.warmup, "wn-anchor")
-            progress(f"forward-nodes warm-up: {self.describe(warm_anchor)}")
+            warm_anchor = await self.blocks.run(anchor_side, args.warmup, "wn-anchor")
+            progress(f"forward-nodes warm-up: {describe(warm_anchor)}")
             warm = await self.nodes_block(nodes, args.warmup)
             progress(f"forward-nodes warm-up: {warm.describe()}")
             await asyncio.sleep(args.pause)
-        anchors: list[mqs_bench.Block] = []
+        anchors: list[Block] = []
         blocks: dict[int, list[NodesBlock]] = {n: [] for n in NODE_COUNTS}
         for r in range(args.pairs):
-            anchor = await self.run_block(anchor_side, args.seconds, f"n{r}-anchor")
+            anchor = await self.blocks.run(anchor_side, args.seconds, f"n{r}-anchor")
             anchors.append(anchor)
             label = f"forward-nodes round {r + 1}/{args.pairs}"
-            progress(f"{label}: {self.describe(anchor)}")
+            progress(f"{label}: {describe(anchor)}")
             await asyncio.sleep(args.pause)
             for n in NODE_COUNTS if r % 2 == 0 else tuple(reversed(NODE_COUNTS)):
                 block = await self.nodes_block(nodes[:n], args.seconds)
                 blocks[n].append(block)
                 progress(f"{label}: {block.describe()} = {block.rate / anchor.rate:.2f}x anchor")
                 if block.errors:
-                    self.errors.append(
+                    self.report.errors.append(
                         f"forward-nodes/{n}: {block.errors} errors: {block.first_error}"
                     )
                 await asyncio.sleep(args.pause)
@@ -182,20 +191,21 @@ class ClusterWorkloads:
     def nodes_note(self, pins: dict[str, int | None]) -> str:
         """Where the processes of forward-nodes run, and what that allows."""
         cpus = os.cpu_count()
-        if not self.pinning.used:
-            return f"not pinned ({self.pinning.note}): every process may run on any CPU"
+        pinning = self.servers.pinning
+        if not pinning.used:
+            return f"not pinned ({pinning.note}): every process may run on any CPU"
         where = ", ".join(f"{name} on cpu {cpu}" for name, cpu in pins.items())
         return (
-            f"{where}; the load generator and Redis on cpu {self.pinning.load_cpu}. With "
+            f"{where}; the load generator and Redis on cpu {pinning.load_cpu}. With "
             f"{cpus} CPUs node2 shares one with Redis and the load generator and node3 shares "
             "node1's: the figures say how much spare CPU another node can use here, not how "
             "the design scales on more cores"
         )
 
     async def workload_forward_nodes(self) -> None:
-        pins = self.node_cpus()
+        pins = spread_cpus(self.servers.pinning, max(NODE_COUNTS))
         progress(f"forward-nodes: {self.nodes_note(pins)}")
-        nodes = await self.cluster()
+        nodes = await more_nodes(self.servers, pins)
         try:
             anchors, blocks = await self.node_rounds(nodes)
         finally:
@@ -205,23 +215,23 @@ class ClusterWorkloads:
 
     def report_nodes(
         self,
-        anchors: list[mqs_bench.Block],
+        anchors: list[Block],
         blocks: dict[int, list[NodesBlock]],
         pins: dict[str, int | None],
     ) -> None:
-        out: dict[str, Any] = {"pinning": pins, "redis_cpu": self.pinning.load_cpu, "nodes": {}}
+        report, pinning = self.report, self.servers.pinning
+        out: dict[str, Any] = {"pinning": pins, "redis_cpu": pinning.load_cpu, "nodes": {}}
         for n in NODE_COUNTS:
             ratios = [b.rate / a.rate for a, b in zip(anchors, blocks[n], strict=True)]
             rate = statistics.median(b.rate for b in blocks[n])
             cpu_norm = statistics.median(b.cpu_norm for b in blocks[n])
             node_cpu = statistics.median(b.node_cpu for b in blocks[n])
-            line = (
+            report.emit(
                 f"forward 1KiB over {n} node{'s' if n > 1 else ''}: {fmt_rate(rate)}/s = "
                 f"{statistics.median(ratios):.2f}x the anchor (min {min(ratios):.2f}, max "
                 f"{max(ratios):.2f}; {len(ratios)} rounds), nodes cpu {node_cpu:.0%}, "
                 f"{fmt_rate(cpu_norm)} forwards per node-CPU-second"
             )
-            self.emit(line)
             out["nodes"][str(n)] = {
                 "rate_median": rate,
                 "ratio_median": statistics.median(ratios),
@@ -230,7 +240,7 @@ class ClusterWorkloads:
                 "forwards_per_node_cpu_second_median": cpu_norm,
                 "blocks": [asdict(b) for b in blocks[n]],
             }
-            self.summary.append(
+            report.summary.append(
                 (
                     f"forward, {n} node{'s' if n > 1 else ''}",
                     f"{statistics.median(ratios):.2f}x anchor ({min(ratios):.2f}-"
@@ -249,10 +259,10 @@ class ClusterWorkloads:
         )
         where = (
             "node2 shares a CPU with Redis and the load generator, node3 shares node1's"
-            if self.pinning.used
+            if pinning.used
             else "not pinned"
         )
-        self.emit(
+        report.emit(
             f"forward scaling: {text} (paired within each round). {os.cpu_count()} CPUs "
             f"only: {where}"
         )
@@ -260,8 +270,8 @@ class ClusterWorkloads:
             f"{n}/1": {"median": statistics.median(v), "ratios": v} for n, v in scaling.items()
         }
         out["anchor_blocks"] = [asdict(a) for a in anchors]
-        self.results["forward-nodes"] = out
-        self.summary.append(
+        report.results["forward-nodes"] = out
+        report.summary.append(
             (
                 f"forward scaling ({os.cpu_count()} CPUs)",
                 text.replace(" / 1 node", "/1"),
@@ -270,71 +280,17 @@ class ClusterWorkloads:
             )
         )
 
-    def emit(self, line: str) -> None:
-        """A result line: printed and kept for the JSON."""
-        self.lines.append(line)
-        print(line, flush=True)
-
-    # ------------------------------------------------------------------ pickup
-
-    async def floors(self) -> tuple[list[float], list[float]]:
-        """The PUBLISH -> subscriber -> WebSocket floor and the bare PUBLISH -> subscriber
-        floor, one at a time at --live-rate (--rounds, at most 300, each)."""
-        rounds, gap = min(self.args.rounds, 300), 1 / self.args.live_rate
-        return await self.websocket_floor(rounds, gap), await self.publish_floor(rounds, gap)
+    # ------------------------------------------------------------------ live-cross-rates
 
     async def websocket_floor(self, rounds: int, gap: float) -> list[float]:
-        """ms from a PUBLISH issued here to its frame on a WebSocket of the anchor app, whose
-        subscriber relays the channel (pinned like node1; read by the live sockets' code)."""
-        assert self.anchor is not None
-        name = f"{self.run_id}-{secrets.token_hex(3)}"
-        socket = WsTransport(f"http://{HOST}:{self.anchor.port}/floor/{name}")
-        frames: FrameQueue = asyncio.Queue()
-        socket.on_frame = stamping(frames)
-        pub = Redis.from_url(self.redis_url, decode_responses=False, client_name="bench-wspub")
-        out: list[float] = []
-        perf = time.perf_counter
-        await socket.connect()
-        try:
-            _, ready = await asyncio.wait_for(frames.get(), 10)
-            if ready != b"ready":
-                raise BenchError(f"the floor socket opened with {ready[:80]!r}")
-            for i in range(-min(20, rounds), rounds):
-                await asyncio.sleep(gap)
-                payload = str(i).encode()
-                t0 = perf()
-                await pub.publish(FLOOR_CHANNEL + name, payload)
-                t1, frame = await asyncio.wait_for(frames.get(), 5)
-                if frame != payload:
-                    raise BenchError(f"the floor socket relayed {frame[:80]!r}, not {payload!r}")
-                if i >= 0:
-                    out.append((t1 - t0) * 1000)
-        finally:
-            await socket.close()
-            await pub.aclose()
-        progress(
-            f"floor: PUBLISH->subscriber->WebSocket p50 {percentile(out, 50):.3f} ms "
-            f"p99 {percentile(out, 99):.3f} ms ({len(out)} rounds)"
+        servers = self.servers
+        return await websocket_floor(
+            servers.anchor_port, servers.redis_url, servers.run_id, rounds, gap
         )
-        return out
-
-    # ------------------------------------------------------------------ live-cross-rates
 
     async def live_sockets(self, count: int) -> LiveSockets:
         """`count` recipients in live mode, one WebSocket each on node1."""
-        recipients: list[tuple[Recipient, str]] = []
-        try:
-            for _ in range(count):
-                recipient, key = await self.recipient("ws")
-                recipients.append((recipient, key))
-                status = await recipient.live(True)
-                if status.get("live_delivery") is not True:
-                    raise BenchError(f"live mode was not turned on: {status!r}")
-        except BaseException:
-            for recipient, _ in recipients:
-                await recipient.close()
-            raise
-        sockets = LiveSockets(recipients)
+        sockets = LiveSockets(await self.recipients.live(count))
         sockets.start()
         return sockets
 
@@ -359,20 +315,24 @@ class ClusterWorkloads:
     ) -> dict[str, Any]:
         """One closed-loop block of forwards on node2 while node1 delivers them live; then
         wait (bounded) for the deliveries to catch up."""
-        assert self.node2 is not None
+        node2 = self.servers.node2
+        assert node2 is not None
         tally = sockets.expect([])
-        conns = await open_connections(HOST, self.node2.port, self.args.connections)
+        duplicates = (await node_metrics(node2)).get(DUPLICATES, 0.0)
+        conns = await open_connections(HOST, node2.port, self.args.connections)
         try:
-            since = await self.watch()
+            since = await self.servers.watch()
             start = time.perf_counter()
             result = await closed_loop(conns, op, seconds)
             delivered, conditions = tally.delivered, await since()
         finally:
             await close_connections(conns)
-        caught_up = await sockets.settle(result.messages, SETTLE_LIMIT_S)
+        duplicates = (await node_metrics(node2)).get(DUPLICATES, 0.0) - duplicates
+        # A duplicate is never delivered: wait only for the forwards that were stored.
+        caught_up = await sockets.settle(result.messages - int(duplicates), SETTLE_LIMIT_S)
         through = min(tally.delivered, result.messages)  # all of them, unless some were lost
         if result.errors:
-            self.errors.append(
+            self.report.errors.append(
                 f"live-cross-rates saturation: {result.errors} errors, first: {result.first_error}"
             )
         return {
@@ -385,6 +345,7 @@ class ClusterWorkloads:
             "messages_per_frame": tally.delivered / tally.frames if tally.frames else None,
             "backlog_at_end": result.messages - delivered,
             "caught_up_after": caught_up,
+            "duplicates": int(duplicates),
             **conditions,
             "errors": result.errors,
         }
@@ -395,7 +356,7 @@ class ClusterWorkloads:
         by the time from the block's start to the live delivery of the last of them (of as
         many as were delivered, if the sockets did not catch up within 30 s)."""
         args = self.args
-        requests, _ = self.live_forwards(sockets, 4 * len(sockets.recipients), "saturation")
+        requests, _ = self.live_forwards(sockets, SATURATION_POOL, "saturation")
         op = rotating(requests, 202)
 
         blocks: list[dict[str, Any]] = []
@@ -410,8 +371,9 @@ class ClusterWorkloads:
                 f"through (node2 answered {fmt_rate(info['answered_per_second'])}/s; "
                 f"{info['backlog_at_end']} not yet delivered when the block ended, the last "
                 f"{(info['last_delivered_after_s'] - info['seconds']) * 1000:.0f} ms later; "
-                f"{info['messages_per_frame'] or 0:.1f} messages per frame) "
-                f"(cpu {fmt_cpu(info['cpu'])})"
+                f"{info['messages_per_frame'] or 0:.1f} messages per frame"
+                + (f"; {info['duplicates']} DUPLICATES, not stored" if info["duplicates"] else "")
+                + f") (cpu {fmt_cpu(info['cpu'])})"
                 + disturbances(info["cpu"], info["machine"], info["redis"])
             )
             if b >= 0:
@@ -430,15 +392,16 @@ class ClusterWorkloads:
         """Forwards sent to node2 on a fixed schedule at `rate`, for --rate-seconds (at least
         --rounds messages, at most 30 s), what the live sockets saw of them, and the CPU use
         and disturbances over the run (until the last delivery, at most 10 s after it)."""
-        assert self.node2 is not None
+        node2 = self.servers.node2
+        assert node2 is not None
         args = self.args
         count = int(min(max(rate * args.rate_seconds, args.rounds), rate * RATE_LIMIT_S))
         count = max(1, min(count, RATE_MAX_MESSAGES))
         requests, tags = self.live_forwards(sockets, count, f"{rate:.0f}")
         tally = sockets.expect(tags)
-        conns = await open_connections(HOST, self.node2.port, self.args.connections)
+        conns = await open_connections(HOST, node2.port, self.args.connections)
         try:
-            since = await self.watch()
+            since = await self.servers.watch()
             run = await open_loop(conns, requests, rate)
             await sockets.settle(None, 10.0)
             conditions = await since()
@@ -469,8 +432,9 @@ class ClusterWorkloads:
             floor += await self.websocket_floor(rounds, gap)
         finally:
             await sockets.close()
-        self.errors += sockets.errors
-        bare = await self.publish_floor(min(args.rounds, 300), gap)
+        self.report.errors += sockets.errors
+        servers = self.servers
+        bare = await publish_floor(servers.redis_url, servers.run_id, min(args.rounds, 300), gap)
         self.report_rates(saturation, blocks, rates, floor, bare)
 
     def rate_figures(
@@ -488,12 +452,12 @@ class ClusterWorkloads:
             1 for k, t in enumerate(run.answered) if not math.isnan(t) and k not in tally.arrived
         )
         if run.errors:
-            self.errors.append(
+            self.report.errors.append(
                 f"live-cross-rates {fraction:.0%}: {len(run.errors)} forwards failed, first: "
                 f"{run.errors[0]}"
             )
         if lost or tally.duplicates:
-            self.errors.append(
+            self.report.errors.append(
                 f"live-cross-rates {fraction:.0%}: {lost} forwards answered 202 were not "
                 f"delivered within 10 s, {tally.duplicates} delivered twice"
             )
@@ -509,9 +473,9 @@ class ClusterWorkloads:
             "unexpected": tally.unknown,
             "frames": tally.frames,
             "delivered_before_answer_read": sum(1 for x in after_answer if x < 0),
-            "forward_answer_to_delivery_ms": _dist(after_answer) if after_answer else None,
-            "forward_sent_to_delivery_ms": _dist(after_sent) if after_sent else None,
-            "schedule_lag_ms": _dist(lag),
+            "forward_answer_to_delivery_ms": dist(after_answer) if after_answer else None,
+            "forward_sent_to_delivery_ms": dist(after_sent) if after_sent else None,
+            "schedule_lag_ms": dist(lag),
             **conditions,
             "slowest": slowest(run, tally),
         }
@@ -535,7 +499,7 @@ class ClusterWorkloads:
         bare: list[float],
     ) -> None:
         floor_p99 = max(percentile(floor, 99), 1e-6)
-        self.summary.append(
+        self.report.summary.append(
             (
                 "cross-node live saturation",
                 f"{fmt_rate(saturation)} forwards/s",
@@ -543,44 +507,43 @@ class ClusterWorkloads:
                 f"[floor p99 {percentile(floor, 99):.2f} ms]",
             )
         )
-        self.emit(
+        self.report.emit(
             f"cross-node live path saturation: {fmt_rate(saturation)} forwards/s (the highest "
             f"of {len(blocks)} closed-loop blocks: "
             f"{', '.join(fmt_rate(b['rate']) for b in blocks)})"
         )
         judged: dict[str, Any] | None = None
         for r in rates:
-            dist = r["forward_answer_to_delivery_ms"] or {"p50": math.nan, "p99": math.nan}
-            r["p99_to_floor_p99"] = dist["p99"] / floor_p99
+            ms = r["forward_answer_to_delivery_ms"] or {"p50": math.nan, "p99": math.nan}
+            r["p99_to_floor_p99"] = ms["p99"] / floor_p99
             is_judged = math.isclose(r["fraction"], VERDICT_FRACTION)
-            status = verdict("live-cross-rates", r["p99_to_floor_p99"]) if is_judged else ""
+            status = GOAL.verdict(r["p99_to_floor_p99"]) if is_judged else ""
             r["status"] = status or "info"
             if is_judged:
                 judged = r
-            self.emit(
+            self.report.emit(
                 f"cross-node live at {r['fraction']:.0%} of saturation "
                 f"({fmt_rate(r['rate_per_second'])}/s, open loop): answered -> delivery p50 "
-                f"{dist['p50']:.2f} ms p99 {dist['p99']:.2f} ms = {r['p99_to_floor_p99']:.2f}x "
+                f"{ms['p50']:.2f} ms p99 {ms['p99']:.2f} ms = {r['p99_to_floor_p99']:.2f}x "
                 f"the floor's p99" + (f"  target <= 3x  {status}" if is_judged else "")
             )
-            self.summary.append(
+            self.report.summary.append(
                 (
                     f"cross-node live p99 @{r['fraction']:.0%}",
-                    f"{r['p99_to_floor_p99']:.2f}x floor ({dist['p99']:.2f} ms, "
-                    f"p50 {dist['p50']:.2f})",
+                    f"{r['p99_to_floor_p99']:.2f}x floor ({ms['p99']:.2f} ms, p50 {ms['p50']:.2f})",
                     "<= 3x" if is_judged else "(info)",
                     f"{status}  [{fmt_rate(r['rate_per_second'])}/s]".strip(),
                 )
             )
-        self.emit(
+        self.report.emit(
             f"floors (one at a time at {self.args.live_rate:g}/s): PUBLISH->subscriber->"
             f"WebSocket p50 {percentile(floor, 50):.2f} ms p99 {percentile(floor, 99):.2f} ms "
             f"({len(floor)} rounds, in slices between the rates); bare PUBLISH->subscriber "
             f"p50 {percentile(bare, 50):.2f} ms p99 {percentile(bare, 99):.2f} ms"
         )
         if judged is None:
-            self.emit(f"live-cross-rates: no rate at {VERDICT_FRACTION:.0%}: not judged")
-        self.results["live-cross-rates"] = {
+            self.report.emit(f"live-cross-rates: no rate at {VERDICT_FRACTION:.0%}: not judged")
+        self.report.results["live-cross-rates"] = {
             "saturation_per_second": saturation,
             "saturation_definition": "highest over closed-loop blocks of: forwards answered "
             "202 by node2 / seconds from the block's start to the live delivery on node1 of "
@@ -588,8 +551,8 @@ class ClusterWorkloads:
             "saturation_blocks": blocks,
             "recipients": self.args.live_recipients,
             "rates": rates,
-            "floor_publish_to_websocket_ms": _dist(floor),
-            "floor_publish_to_subscriber_ms": _dist(bare),
+            "floor_publish_to_websocket_ms": dist(floor),
+            "floor_publish_to_subscriber_ms": dist(bare),
             "target": f"p99 <= 3x the floor's p99 at {VERDICT_FRACTION:.0%} of saturation",
             "status": judged["status"] if judged else "not judged",
         }

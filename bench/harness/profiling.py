@@ -8,12 +8,16 @@ self time (the innermost frame), grouped by the code it belongs to.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import sys
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.harness.output import progress
 
 # First match wins: (substring of the frame's file path, area).
 AREAS: list[tuple[str, str]] = [
@@ -106,3 +110,58 @@ def format_summary(title: str, summary: dict[str, Any], areas: int = 10, functio
     for name, share in list(summary["functions"].items())[:functions]:
         lines.append(row(name, share))
     return "\n".join(lines)
+
+
+class Recording:
+    """py-spy sampling one process into a raw ("collapsed") file."""
+
+    def __init__(self, spy: asyncio.subprocess.Process, path: Path) -> None:
+        self.spy = spy
+        self.path = path
+
+    async def finish(self, limit_s: float | None = None) -> dict[str, Any]:
+        """Wait for py-spy (at most `limit_s`): the summary and its file, or an error."""
+        try:
+            _, err = await asyncio.wait_for(self.spy.communicate(), limit_s)
+        except TimeoutError:
+            self.spy.kill()
+            await self.spy.wait()
+            err = b"py-spy did not finish"
+        if self.spy.returncode != 0 or not self.path.exists():
+            return {"error": err.decode(errors="replace")[-300:]}
+        summary = summarise(self.path)
+        summary["file"] = str(self.path)
+        return summary
+
+
+async def record(pid: int, seconds: int, path: Path) -> Recording | None:
+    """Start py-spy on `pid` for `seconds` (200 samples a second, without stopping it),
+    writing to `path`; None, said on the console, when py-spy is not installed."""
+    py_spy = find_py_spy()
+    if py_spy is None:
+        progress("profile: py-spy not found (pip install py-spy); skipped")
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spy = await asyncio.create_subprocess_exec(
+        *[py_spy, "record", "--pid", str(pid), "--rate", "200", "--nonblocking"],
+        *["--duration", str(seconds), "--format", "raw", "--output", str(path)],
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    return Recording(spy, path)
+
+
+async def profile_process(name: str, pid: int, seconds: float, output_dir: Path) -> dict[str, Any]:
+    """py-spy on a process for `seconds` (outside any measured window), summed by library
+    and printed."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    recording = await record(pid, round(seconds), output_dir / f"profile-{stamp}-{name}.folded")
+    if recording is None:
+        return {}
+    progress(f"profile: py-spy on {name} for {seconds:g} s")
+    summary = await recording.finish()
+    if "error" in summary:
+        progress(f"profile {name} failed: {summary['error']}")
+        return summary
+    print(format_summary(name, summary), flush=True)
+    return summary

@@ -1,6 +1,7 @@
-"""What the scale benchmark reads from Redis itself: memory (settled used_memory, and
-MEMORY USAGE by key shape), the commands it ran over a window (INFO commandstats), its CPU,
-and how evenly a cluster's primaries share the keys and bytes."""
+"""What the scale and capacity benchmarks read from Redis itself: memory (settled
+used_memory, and MEMORY USAGE by key shape), the commands it ran over a window (INFO
+commandstats, per process from CLIENT LIST, as sent from MONITOR), and how evenly a
+cluster's primaries share the keys and bytes."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bulk_load import Plan
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from bench.support.bulk_load import Plan
 from mediator.engine import keys
+from mediator.engine.model import QueueRef
 from mediator.engine.scripts import NAMES, sha, source
 
 SETTLE_S = 1.2
@@ -121,16 +123,18 @@ async def shapes(redis: Redis, plan: Plan, sample: int) -> list[Shape]:
         out.append(
             Shape("record fields of a queue holding messages", 0, extra, len(busy), "message")
         )
-        for suffix in (":s", ":id"):
-            names = [record(i) + suffix for i in busy]
+        queues = [keys.queue_keys(QueueRef(NS, plan.wallet(i).verkey_b58).qualified) for i in busy]
+        for label, names in (
+            ("q:{S}:didcomm:V:s (stream)", [q.stream for q in queues]),
+            ("q:{S}:didcomm:V:id (ids)", [q.ids for q in queues]),
+        ):
             sizes = await _usage(redis, names)
             total = statistics.fmean(sizes) * with_messages
-            names_of = {":s": "q:{S}:didcomm:V:s (stream)", ":id": "q:{S}:didcomm:V:id (ids)"}
-            out.append(Shape(names_of[suffix], with_messages, total, len(busy), "message"))
+            out.append(Shape(label, with_messages, total, len(busy), "message"))
     buckets, shards = range(keys.BUCKETS), range(keys.SHARDS)
     shared = [
-        ("d:{r<B>}:r (routes bucket)", [f"d:{{r{b}}}:r" for b in buckets], "recipient"),
-        ("d:{o<B>}:o (our keys bucket)", [f"d:{{o{b}}}:o" for b in buckets], "recipient"),
+        ("d:{r<B>}:r (routes bucket)", [keys.routes_bucket_at(b) for b in buckets], "recipient"),
+        ("d:{o<B>}:o (our keys bucket)", [keys.ours_bucket_at(b) for b in buckets], "recipient"),
         ("x:{S}:reg:didcomm (registry)", [keys.shard_registry(s, NS) for s in shards], "recipient"),
         ("x:{S}:tot:didcomm (totals)", [keys.shard_totals(s, NS) for s in shards], "recipient"),
         ("x:{S}:old:didcomm (oldest)", [keys.shard_oldest(s, NS) for s in shards], "message"),

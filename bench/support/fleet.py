@@ -1,12 +1,8 @@
-"""The client side of the scale benchmark: forwards packed ahead of time in worker
-processes, fleets of idle live WebSockets held by helper processes (this sandbox allows
-20,000 open files per process), and a few live recipients that acknowledge what they get.
+"""Fleets of idle live WebSockets held by helper processes (this sandbox allows 20,000
+open files per process), each socket a loaded recipient i that authcrypts to our key on its
+connection (`Plan.ours`) with its wallet key and turns live mode on.
 
-Every client speaks for a loaded recipient i with the keys the plan derives (bulk_load.Plan):
-its wallet key authcrypts to our key on its connection (`Plan.ours`), and forwards go to
-its registered key, anoncrypted to the mediator's key.
-
-    python bench/scale_clients.py sockets --url ws://127.0.0.1:8080/ --start 0 --stop 9000
+    python -m bench.support.fleet sockets --url ws://127.0.0.1:8080/ --start 0 --stop 9000
       holds recipients 0..8999 live: prints `open <n>` while opening, `ready <n> <failed>`,
       `alive <n>` every few seconds, and closes them all on a `close` line on stdin.
 """
@@ -16,116 +12,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
-from pathlib import Path
-from typing import Any
 
-from bulk_load import Plan
-from cluster_probes import ENVELOPE, LiveSockets, ciphertext_tag
-from loadgen import build_request
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.protocol import State
 
-from mediator.client import Agent, Recipient, Sender, forward_envelope, message
-from mediator.didcomm.keys import KeyPair
+from bench.support.bulk_load import Plan
+from mediator.client import Agent, message
 
-KIB = 1024
-BASIC = "https://didcomm.org/basicmessage/1.0/message"
-SENDER_SEED = bytes(range(32))  # the third party that sends every forward
-HERE = str(Path(__file__).resolve())
 # Sockets opening at once over all holders: a node answers "storage unavailable" when more
 # than its 64 pooled Redis connections would be needed at once (reported when it happens).
 OPENING = 48
 OPEN_ATTEMPTS = 5  # a refused open is tried again after 1, 2, 4 and 8 s
-
-
-# --------------------------------------------------------------------------- forwards
-
-
-def _sender(plan: Plan) -> Sender:
-    return Sender(plan.identity.verkey_b58, KeyPair.from_seed(SENDER_SEED))
-
-
-def inner_content_length(plan: Plan) -> int:
-    """The basicmessage content length that makes the inner envelope (what is queued)
-    1 KiB: measured once by packing an empty one (authcrypt adds a fixed overhead and a
-    third for base64)."""
-    sender = _sender(plan)
-    key = plan.recipient_key(0).verkey_b58
-    empty = len(sender.pack({"@type": BASIC, "content": ""}, [key]))
-    return max(1, int((KIB - empty) * 3 / 4))
-
-
-def forward(plan: Plan, i: int, content: dict[str, Any]) -> tuple[bytes, str]:
-    """`POST /` with a forward for recipient i's key, and the inner envelope's AEAD tag."""
-    sender = _sender(plan)
-    key = plan.recipient_key(i).verkey_b58
-    inner = sender.pack(content, [key])
-    wrapped = forward_envelope(inner, key, sender.mediator)
-    return build_request("POST", "/", ENVELOPE, wrapped), ciphertext_tag(inner)
-
-
-def _pack_chunk(plan: Plan, indexes: list[int], length: int) -> list[bytes]:
-    with contextlib.suppress(OSError, AttributeError):  # free of the parent's CPU pin
-        os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    content = {"@type": BASIC, "content": "x" * length}
-    return [forward(plan, i, content)[0] for i in indexes]
-
-
-def pack_forwards(plan: Plan, indexes: list[int], processes: int = 2) -> tuple[list[bytes], int]:
-    """Forwards of a 1 KiB inner envelope to each of `indexes` (in that order), packed by
-    `processes` worker processes; and the inner envelope's size."""
-    length = inner_content_length(plan)
-    example = plan.recipient_key(0).verkey_b58
-    size = len(_sender(plan).pack({"@type": BASIC, "content": "x" * length}, [example]))
-    if len(indexes) < 200 or processes <= 1:
-        return _pack_chunk(plan, indexes, length), size
-    step = -(-len(indexes) // (processes * 4))
-    chunks = [indexes[k : k + step] for k in range(0, len(indexes), step)]
-    with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
-        parts = pool.map(_pack_chunk, [plan] * len(chunks), chunks, [length] * len(chunks))
-        return [raw for part in parts for raw in part], size
-
-
-# --------------------------------------------------------------------------- live recipients
-
-
-def recipient(plan: Plan, i: int, base: str) -> Recipient:
-    """Loaded recipient i as the project's client sees it, on a WebSocket to `base`."""
-    wallet = plan.wallet(i)
-    client = Recipient(base, plan.ours(i).verkey_b58, "ws", wallet)
-    key = plan.recipient_key(i)
-    client.recipient_keys[key.verkey_b58] = key
-    return client
-
-
-async def live_sockets(plan: Plan, indexes: list[int], base: str) -> LiveSockets:
-    """Recipients `indexes` live on the node at `base`, acknowledging every delivery."""
-    opened: list[tuple[Recipient, str]] = []
-    try:
-        for i in indexes:
-            client = recipient(plan, i, base)
-            opened.append((client, plan.recipient_key(i).verkey_b58))
-            await client.connect()
-            status = await client.live(True)
-            if status.get("live_delivery") is not True:
-                raise RuntimeError(f"live mode was not turned on for {i}: {status!r}")
-    except BaseException:
-        for client, _ in opened:
-            await client.close()
-        raise
-    sockets = LiveSockets(opened)
-    sockets.start()
-    return sockets
-
-
-# --------------------------------------------------------------------------- socket fleets
 
 LIVE = "messagepickup/2.0/live-delivery-change"
 
@@ -294,7 +195,8 @@ class SocketFleet:
             proc = await asyncio.create_subprocess_exec(
                 *pin,
                 sys.executable,
-                HERE,
+                "-m",
+                "bench.support.fleet",
                 "sockets",
                 *["--url", self.url, "--start", str(bounds[k]), "--stop", str(bounds[k + 1])],
                 *["--concurrency", str(max(1, self.in_flight // self.processes))],
