@@ -6,7 +6,7 @@ DEBIAN_REDIS ?= /usr/bin/redis-server
 # pytest-xdist workers: each starts its own Redis-compatible server (and nodes); most tests
 # wait on Redis or timers, so more workers than the two cores pay.
 JOBS ?= 4
-PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile --durations=20
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=20
 
 .PHONY: install install-spark serve check fast test overlapped lint unit engine-redis7 topologies interop-install interop bench bench-didcomm bench-capacity image image-test deploy-tools
 

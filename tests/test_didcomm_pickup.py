@@ -7,7 +7,11 @@ import asyncio
 
 import pytest
 
+from mediator.engine import Engine
+from mediator.mediation.mailbox import queue_of
+from mediator.mediation.store import RouteCache
 from tests.didcomm_peer import Peer, attachments, forward, message
+from tests.eventually import eventually, until_redis_ms
 from tests.inprocess import AppNode
 
 pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
@@ -95,12 +99,30 @@ async def test_a_forward_arriving_just_before_its_keylist_update_is_kept(
     await peer.mediate()
     key = peer.add_key()  # the invitation's key, not registered yet
     early = asyncio.create_task(forward(dc_app, med, key, {"early": True}))
-    await asyncio.sleep(0.3)
-    assert not early.done()
+    # A refusal would come at once (a few ms in process): still open after 0.1 s, it waits.
+    done, _ = await asyncio.wait({early}, timeout=0.1)
+    assert not done
     await peer.keylist_update(add=[peer.recipient_keys[key].did_key])
     assert (await early).status_code == 202
     delivery = await peer.deliver()
     assert [peer.open(body) for _, body in attachments(delivery)] == [{"early": True}]
+
+
+def engine_of(node: AppNode) -> Engine:
+    """The node's own engine (it knows the DIDComm namespace's defaults)."""
+    engine: Engine = node.app.state.engine
+    return engine
+
+
+async def offered_again(node: AppNode, peer: Peer) -> list[tuple[str, bytes]]:
+    """Once the delivery deadline of what `peer` holds has passed (read from its queue, on
+    the server's clock): what its next delivery-request hands out."""
+    engine = engine_of(node)
+    held = await engine.peek(queue_of(peer.verkey), 100)
+    assert held, "nothing is handed out"
+    await until_redis_ms(engine.redis, max(m.visible_at_ms for m in held))
+    again = await eventually(peer.deliver, lambda r: bool(attachments(r)), within=5)
+    return attachments(again)
 
 
 async def test_unacknowledged_delivery_is_offered_again_after_deadline(
@@ -111,8 +133,7 @@ async def test_unacknowledged_delivery_is_offered_again_after_deadline(
         await forward(dc_app, med, key, {"once": True})
         first = attachments(await peer.deliver())
         assert (await peer.deliver())["@type"].endswith("/status")
-        await asyncio.sleep(2.3)  # the node's delivery deadline is 2 s
-        second = attachments(await peer.deliver())
+        second = await offered_again(dc_app, peer)  # the node's delivery deadline is 2 s
         assert [i for i, _ in second] == [i for i, _ in first]
 
 
@@ -123,8 +144,17 @@ async def test_closing_the_socket_offers_deliveries_again_at_once(
         key = await peer.mediate()
         await forward(dc_app, med, key, {"m": 1})
         delivered = attachments(await peer.deliver())
+        engine, queue = engine_of(dc_app), queue_of(peer.verkey)
+        [held] = await engine.peek(queue, 1)
         await peer.disconnect()
-        await asyncio.sleep(0.2)
+        # Released by the node when the socket closed: visible again before its deadline.
+        released = await eventually(
+            lambda: engine.peek(queue, 1),
+            lambda ms: ms[0].visible_at_ms < held.visible_at_ms,
+            within=1,  # well before the 2 s deadline, after which upkeep may move it too
+            interval=0.02,
+        )
+        assert released[0].visible_at_ms < held.visible_at_ms
         await peer.connect()
         again = attachments(await peer.deliver())
         assert [i for i, _ in again] == [i for i, _ in delivered]
@@ -150,8 +180,7 @@ async def test_nobody_reads_or_deletes_another_recipients_messages(
             )
         )
         assert taken is not None and taken["updated"][0]["result"] == "client_error"
-        await asyncio.sleep(2.3)
-        again = attachments(await alice.deliver())
+        again = await offered_again(dc_app, alice)
         assert [i for i, _ in again] == ids
 
 
@@ -265,7 +294,13 @@ async def test_a_removed_key_stops_routing_on_every_node_at_once(
             assert (await forward(node, med, key, {"before": True})).status_code == 202
         removed = await peer.keylist_update(remove=[key])
         assert removed["updated"][0]["result"] == "success"
-        await asyncio.sleep(0.2)  # the removal's pub/sub message reaches node b
+        # The removal's pub/sub message reaches node b: it forgets the route it cached.
+        routes_b: RouteCache = app_b.app.state.didcomm.services.store.routes
+
+        async def cached() -> str | None:
+            return routes_b.get(key)
+
+        assert await eventually(cached, lambda owner: owner is None, within=5) is None
         for node in (dc_app, app_b):
             answer = await forward(node, med, key, {"after": True})
             assert answer.status_code == 404, node.base

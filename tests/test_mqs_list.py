@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-import redis
 
 from mediator.mqs import openapi
+from mediator.storage.clients import Backend
 from tests.inprocess import AppNode
 from tests.mqs_client import create
 from tests.servers import RedisUnderTest
@@ -21,7 +21,12 @@ pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
 @pytest.fixture(scope="module")
 async def list_node(redis_server: RedisUnderTest) -> AsyncIterator[AppNode]:
     url = redis_server.isolated_url()
-    redis.Redis.from_url(url).flushdb()  # storage of its own: another module may have used it
+    backend = Backend(url)  # standalone, Sentinel or Cluster, as a node reaches it
+    await backend.start()
+    try:
+        await backend.client.flushdb()  # storage of its own: another module may have used it
+    finally:
+        await backend.aclose()
     node = await AppNode(url, "list", in_process_worker=False).start()
     yield node
     await node.stop()

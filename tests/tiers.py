@@ -91,3 +91,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return module_group(nodeid)
 
     return ModuleGroups(config, log)
+
+
+# What starts first under xdist: the longest units (the Spark modules, one worker's work for
+# minutes; the real wallets), so that no worker is left with them at the end.
+FIRST = ("spark", "tests/interop/")
+
+
+class LongestFirst:
+    @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixtures
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        def rank(item: pytest.Item) -> int:
+            group = module_group(item.nodeid)
+            return next((i for i, p in enumerate(FIRST) if group.startswith(p)), len(FIRST))
+
+        items.sort(key=rank)  # stable: the rest keeps its order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:  # each worker collects; all sort alike
+        config.pluginmanager.register(LongestFirst(), "longest-first")

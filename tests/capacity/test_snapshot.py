@@ -4,6 +4,7 @@ and on the three-primary cluster by `make topologies`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -46,8 +47,12 @@ async def snapshot(
 ) -> dict[str, Any]:
     history = tmp_path_factory.mktemp("history")
     stats = await deployment.stats()
-    done = capacity("snapshot", "--redis-url", deployment.url, "--out", str(history),
-                    "--memory-sample-rate", "1", "--read-from", READ_FROM)  # fmt: skip
+    # In a thread: the live wallet's socket keeps answering the node's pings meanwhile (a
+    # long snapshot on a loaded machine would otherwise outlast them, and the wallet go).
+    done = await asyncio.to_thread(
+        capacity, "snapshot", "--redis-url", deployment.url, "--out", str(history),
+        "--memory-sample-rate", "1", "--read-from", READ_FROM,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return {"history": history, "stats": stats, "out": done.stdout, "err": done.stderr}
 

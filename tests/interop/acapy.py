@@ -98,7 +98,7 @@ class AcaPyAgent:
                 answer = await self.admin.get("/status/ready")
                 if answer.status_code == 200 and answer.json().get("ready"):
                     return
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.1)
         raise AcaPyError(f"{self.label} not ready in {timeout} s\n{self.log_tail()}")
 
     async def get(self, path: str) -> Any:
@@ -120,7 +120,7 @@ class AcaPyAgent:
             for record in (await self.get("/mediation/requests"))["results"]:
                 if record.get("state") == "granted":
                     return dict(record)
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.1)
         raise AcaPyError(f"mediation not granted in {timeout} s\n{self.log_tail()}")
 
     async def create_invitation(self) -> str:

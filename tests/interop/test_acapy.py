@@ -23,6 +23,7 @@ from mediator.embedded import free_port
 from mediator.engine import keys
 from tests.interop.acapy import AcaPyAgent, acapy_install_dir
 from tests.interop.credo import CredoAgent, credo_install_dir
+from tests.interop.settled import Mailboxes
 from tests.servers import Node, RedisUnderTest
 
 pytestmark = pytest.mark.interop
@@ -83,6 +84,12 @@ async def _invitation_url(node: Node, endpoint: str | None = None) -> str:
 
 
 @pytest.fixture
+async def mailboxes(db_url: str) -> AsyncIterator[Mailboxes]:
+    async with Mailboxes(db_url) as reader:
+        yield reader
+
+
+@pytest.fixture
 async def cleanup() -> AsyncIterator[list[AcaPyAgent | CredoAgent]]:
     started: list[AcaPyAgent | CredoAgent] = []
     yield started
@@ -90,7 +97,11 @@ async def cleanup() -> AsyncIterator[list[AcaPyAgent | CredoAgent]]:
 
 
 async def _messages_reach_acapy(
-    url: str, grant_endpoint: str, cleanup: list[AcaPyAgent | CredoAgent], label: str
+    url: str,
+    grant_endpoint: str,
+    cleanup: list[AcaPyAgent | CredoAgent],
+    mailboxes: Mailboxes,
+    label: str,
 ) -> tuple[AcaPyAgent, list[str]]:
     acapy = AcaPyAgent(label, mediator_invitation_url=url)
     sender = CredoAgent(f"{label}-sender", inbound_port=free_port())
@@ -104,7 +115,9 @@ async def _messages_reach_acapy(
     for text in sent:
         await sender.send(connection, text)
     await acapy.wait_for_messages(N, timeout=60)
-    await asyncio.sleep(1)  # time for a duplicate to show, were one coming
+    # Nothing left for ACA-Py, queued or being pushed: no duplicate can come any more.
+    [record, *_] = (await acapy.get("/mediation/keylists"))["results"]
+    await mailboxes.settle(await mailboxes.connection_of(record["recipient_key"]))
     return acapy, sent
 
 
@@ -116,10 +129,10 @@ def _story(acapy: AcaPyAgent, *nodes: Node) -> str:
 
 
 async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
-    mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], db_url: str
+    mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], mailboxes: Mailboxes, db_url: str
 ) -> None:
     url = await _invitation_url(mediator)
-    acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, "acapy")
+    acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, mailboxes, "acapy")
     assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, mediator)
     # The keys ACA-Py registered are routed here, to one connection: its own.
     records = (await acapy.get("/mediation/keylists"))["results"]
@@ -138,11 +151,11 @@ async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
 
 
 async def test_acapy_across_two_nodes(
-    two_nodes: tuple[Node, Node], cleanup: list[AcaPyAgent | CredoAgent]
+    two_nodes: tuple[Node, Node], cleanup: list[AcaPyAgent | CredoAgent], mailboxes: Mailboxes
 ) -> None:
     a, b = two_nodes
     url = await _invitation_url(a, endpoint=a.base)
-    acapy, sent = await _messages_reach_acapy(url, b.base, cleanup, "acapy2n")
+    acapy, sent = await _messages_reach_acapy(url, b.base, cleanup, mailboxes, "acapy2n")
     assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, a, b)
     async with httpx.AsyncClient() as client:
         requests_a = (await client.get(a.base + "/metrics")).text

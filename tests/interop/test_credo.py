@@ -15,6 +15,7 @@ import pytest
 
 from mediator.embedded import free_port
 from tests.interop.credo import VERSIONS, CredoAgent, credo_install_dir
+from tests.interop.settled import Mailboxes, invitation_key
 from tests.kube.service import Service
 from tests.servers import Node
 
@@ -53,7 +54,14 @@ async def agents() -> AsyncIterator[list[CredoAgent]]:
     await asyncio.gather(*(a.stop() for a in started))
 
 
+@pytest.fixture
+async def mailboxes(redis_url: str) -> AsyncIterator[Mailboxes]:
+    async with Mailboxes(redis_url) as reader:
+        yield reader
+
+
 async def _exchange_messages(
+    mailboxes: Mailboxes,
     url: str,
     strategy: str,
     agents: list[CredoAgent],
@@ -78,17 +86,18 @@ async def _exchange_messages(
     for text in sent:
         await sender.send(connection, text)
     await recipient.wait_for_messages(N, timeout=60)
-    await asyncio.sleep(1)  # time for a duplicate to show, were one coming
+    # Nothing left for the recipient, handed out or not: no duplicate can come any more.
+    await mailboxes.settle(await mailboxes.connection_of(invitation_key(invitation)))
     return recipient, sent
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_credo_recipient_gets_every_message(
-    mediator: Node, agents: list[CredoAgent], strategy: str, version: str
+    mediator: Node, agents: list[CredoAgent], mailboxes: Mailboxes, strategy: str, version: str
 ) -> None:
     url = await invitation_url(mediator)
-    recipient, sent = await _exchange_messages(url, strategy, agents, strategy, version)
+    recipient, sent = await _exchange_messages(mailboxes, url, strategy, agents, strategy, version)
     got = [m["content"] for m in recipient.messages]
     assert sorted(got) == sorted(sent), recipient.log_tail()
     assert len(got) == N  # none twice
@@ -98,10 +107,10 @@ async def test_credo_recipient_gets_every_message(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_credo_without_a_strategy_discovers_pickup_2_0(
-    mediator: Node, agents: list[CredoAgent], version: str
+    mediator: Node, agents: list[CredoAgent], mailboxes: Mailboxes, version: str
 ) -> None:
     url = await invitation_url(mediator)
-    recipient, sent = await _exchange_messages(url, "auto", agents, "auto", version)
+    recipient, sent = await _exchange_messages(mailboxes, url, "auto", agents, "auto", version)
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     # It asked Discover Features and chose Pickup 2.0 from our answer.
     assert (await recipient.mediation())["pickup"] == "PickUpV2"
@@ -109,11 +118,13 @@ async def test_credo_without_a_strategy_discovers_pickup_2_0(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_credo_connects_with_the_legacy_connections_invitation(
-    mediator: Node, agents: list[CredoAgent], version: str
+    mediator: Node, agents: list[CredoAgent], mailboxes: Mailboxes, version: str
 ) -> None:
     async with httpx.AsyncClient(base_url=mediator.base) as client:
         legacy = (await client.get("/invitation")).json()["legacy_invitation_url"]
-    recipient, sent = await _exchange_messages(legacy, "Implicit", agents, "legacy", version)
+    recipient, sent = await _exchange_messages(
+        mailboxes, legacy, "Implicit", agents, "legacy", version
+    )
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     assert len(recipient.messages) == N
 
@@ -121,14 +132,14 @@ async def test_credo_connects_with_the_legacy_connections_invitation(
 @pytest.mark.parametrize("version", NEXT)
 @pytest.mark.parametrize("num_algo", [1, 2])
 async def test_credo_implicit_pickup_whatever_did_peer_method_it_requests_with(
-    mediator: Node, agents: list[CredoAgent], version: str, num_algo: int
+    mediator: Node, agents: list[CredoAgent], mailboxes: Mailboxes, version: str, num_algo: int
 ) -> None:
     """Implicit pickup needs Credo to find our WebSocket in our DID Exchange answer, which it
     does only in a whole document: we answer a did:peer:1 or 2 request (4 is its default,
     covered above) with a did:peer:1 or a long did:peer:4, never a did:peer:2."""
     url = await invitation_url(mediator)
     recipient, sent = await _exchange_messages(
-        url, "Implicit", agents, f"algo{num_algo}", version, peer_num_algo=num_algo
+        mailboxes, url, "Implicit", agents, f"algo{num_algo}", version, peer_num_algo=num_algo
     )
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     assert len(recipient.messages) == N
@@ -153,11 +164,17 @@ def two_nodes(redis_url: str, credo: None) -> Iterator[tuple[Node, Node]]:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("strategy", ["PickUpV2LiveMode", "Implicit"])
 async def test_two_nodes_socket_on_one_forwards_on_the_other(
-    two_nodes: tuple[Node, Node], agents: list[CredoAgent], strategy: str, version: str
+    two_nodes: tuple[Node, Node],
+    agents: list[CredoAgent],
+    mailboxes: Mailboxes,
+    strategy: str,
+    version: str,
 ) -> None:
     a, b = two_nodes
     url = await invitation_url(a)
-    recipient, sent = await _exchange_messages(url, strategy, agents, f"2n-{strategy}", version)
+    recipient, sent = await _exchange_messages(
+        mailboxes, url, strategy, agents, f"2n-{strategy}", version
+    )
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     # The forwards were answered by B and the live socket was A's.
     async with httpx.AsyncClient() as client:
@@ -195,10 +212,16 @@ def balanced(redis_url: str, credo: None) -> Iterator[tuple[Node, Node]]:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("strategy", [*STRATEGIES, "auto"])
 async def test_every_strategy_through_a_balancer_over_two_nodes(
-    balanced: tuple[Node, Node], agents: list[CredoAgent], strategy: str, version: str
+    balanced: tuple[Node, Node],
+    agents: list[CredoAgent],
+    mailboxes: Mailboxes,
+    strategy: str,
+    version: str,
 ) -> None:
     url = await invitation_url(balanced[0])  # names the balancer's address
-    recipient, sent = await _exchange_messages(url, strategy, agents, f"lb-{strategy}", version)
+    recipient, sent = await _exchange_messages(
+        mailboxes, url, strategy, agents, f"lb-{strategy}", version
+    )
     assert sorted(m["content"] for m in recipient.messages) == sorted(sent)
     assert len(recipient.messages) == N
     async with httpx.AsyncClient() as client:

@@ -17,6 +17,7 @@ import redis
 
 from mediator.embedded import free_port
 from tests.interop.credo import CredoAgent, CredoError, credo_install_dir
+from tests.interop.settled import Mailboxes, invitation_key
 from tests.providers.fcm import FcmServer
 from tests.providers.fixtures import ApnsServers
 from tests.servers import Node, RedisUnderTest
@@ -50,8 +51,9 @@ async def agents() -> AsyncIterator[list[CredoAgent]]:
 
 async def _phone_woken_by_a_request(
     node: Node, agents: list[CredoAgent], service: str, **device: Any
-) -> CredoAgent:
-    """A wallet with no pickup sets its device; a second agent's request is queued for it."""
+) -> tuple[CredoAgent, str]:
+    """A wallet with no pickup sets its device; a second agent's request is queued for it.
+    The wallet, and a recipient key it registered with the node."""
     async with httpx.AsyncClient(base_url=node.base) as client:
         url = (await client.get("/invitation")).json()["invitation_url"]
     wallet = CredoAgent(f"phone-{service}", mediator_invitation_url=url, pickup="None")
@@ -65,7 +67,14 @@ async def _phone_woken_by_a_request(
     # finish while the phone sleeps, but the request is what wakes it.
     with contextlib.suppress(CredoError):
         await sender.command("receive-invitation", url=invitation, timeoutMs=3000, timeout=10)
-    return wallet
+    return wallet, invitation_key(invitation)
+
+
+async def notifications_settled(node: Node, recipient_key: str) -> None:
+    """No notification of the wallet's connection runs or is scheduled: another one could
+    only come with a new message."""
+    async with Mailboxes(node.env["MEDIATOR_REDIS_URL"]) as mailboxes:
+        await mailboxes.settle(await mailboxes.connection_of(recipient_key), queue=False)
 
 
 async def test_credo_registers_an_android_phone_that_fcm_then_wakes(
@@ -79,11 +88,11 @@ async def test_credo_registers_an_android_phone_that_fcm_then_wakes(
         MEDIATOR_FCM_API_URL=fcm_server.api_url,
     ).start()
     try:
-        wallet = await _phone_woken_by_a_request(
+        wallet, key = await _phone_woken_by_a_request(
             node, agents, "fcm", deviceToken=FCM_TOKEN, devicePlatform="android"
         )
         [sent] = await fcm_server.wait_for(1, timeout=15)
-        await asyncio.sleep(1.5)
+        await notifications_settled(node, key)
         assert len(fcm_server.sends) == 1, wallet.log_tail()
         assert sent.token == FCM_TOKEN and sent.message["data"]["message_count"] == "1"
         info = (await wallet.command("get-device-info", service="fcm"))["message"]
@@ -107,9 +116,9 @@ async def test_credo_registers_an_iphone_that_apns_then_wakes(
         MEDIATOR_OUTBOUND_CA_FILE=str(apns_servers.tls.ca_path),
     ).start()
     try:
-        wallet = await _phone_woken_by_a_request(node, agents, "apns", deviceToken=APNS_TOKEN)
+        wallet, key = await _phone_woken_by_a_request(node, agents, "apns", deviceToken=APNS_TOKEN)
         [sent] = await apns_servers.production.wait_for(1, timeout=15)
-        await asyncio.sleep(1.5)
+        await notifications_settled(node, key)
         assert len(apns_servers.production.notifications) == 1, wallet.log_tail()
         assert sent.device_token == APNS_TOKEN and sent.payload["message_count"] == 1
         assert sent.payload["aps"]["content-available"] == 1

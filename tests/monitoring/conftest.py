@@ -16,6 +16,7 @@ from mediator.client import Sender
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
 from tests.didcomm_peer import Peer, mediator_key
+from tests.eventually import eventually
 from tests.monitoring.prometheus import until
 from tests.servers import MetricsWorker, Node, RedisUnderTest
 
@@ -120,7 +121,10 @@ async def drive(deployment: Deployment) -> None:
         await asyncio.to_thread(
             until, lambda: _failed_pushes(deployment), lambda n: n >= pushes + 2, 15, "a retry"
         )
-        delivery = await wallet.delivery_request(10)
+        # Picked up between two retries (a retry in flight holds the message meanwhile).
+        delivery = await eventually(
+            lambda: wallet.delivery_request(10), lambda d: bool(d.get("~attach")), within=15
+        )
         await wallet.messages_received([item["@id"] for item in delivery["~attach"]])
     finally:
         await wallet.close()
