@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import base58
 import httpx
@@ -21,6 +22,7 @@ from mediator.didcomm.invitation import invitation_url
 from mediator.didcomm.keys import did_key_to_verkey
 from mediator.embedded import free_port
 from mediator.engine import keys
+from tests.eventually import eventually
 from tests.interop.acapy import AcaPyAgent, acapy_install_dir
 from tests.interop.credo import CredoAgent, credo_install_dir
 from tests.interop.settled import Mailboxes
@@ -115,8 +117,14 @@ async def _messages_reach_acapy(
     for text in sent:
         await sender.send(connection, text)
     await acapy.wait_for_messages(N, timeout=60)
+
     # Nothing left for ACA-Py, queued or being pushed: no duplicate can come any more.
-    [record, *_] = (await acapy.get("/mediation/keylists"))["results"]
+    # ACA-Py records its keylist once the update's answer reached it, which may come after
+    # the messages did (through the other node, say).
+    async def keylists() -> list[dict[str, Any]]:
+        return list((await acapy.get("/mediation/keylists"))["results"])
+
+    [record, *_] = await eventually(keylists, bool, within=30)
     await mailboxes.settle(await mailboxes.connection_of(record["recipient_key"]))
     return acapy, sent
 
