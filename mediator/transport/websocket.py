@@ -289,10 +289,13 @@ class WsSession(Session):
                     # Drained: the receive that found nothing more marked this node as
                     # waiting, so a send from now on wakes it.
                     timeout = recheck * random.uniform(0.9, 1.1)
-                    due = got.next_due_ms
-                    if got.messages:  # offered again at their deadline unless acknowledged:
-                        # no wake-up says so when no receive had marked this node waiting
-                        due = min(m.visible_at_ms for m in got.messages)
+                    # What was handed out is offered again at its deadline unless
+                    # acknowledged: no wake-up says so when no receive had marked this node
+                    # waiting. Whichever comes first: a deadline or the queue's next due.
+                    dues = [m.visible_at_ms for m in got.messages]
+                    if got.next_due_ms is not None:
+                        dues.append(got.next_due_ms)
+                    due = min(dues, default=None)
                     if due is not None:
                         wait = max(0.0, (due - got.now_ms) / 1000)
                         timeout = min(timeout, wait + 0.002)
