@@ -1,7 +1,7 @@
 """Prometheus metrics in base units, without per-queue labels.
 
 Request counters are kept by this process. Queue totals come from the workers' partition
-summaries (workers/totals.py), which sum the counters the scripts keep per shard: a scrape
+summaries (workers/runner.py), which sum the counters the scripts keep per shard: a scrape
 costs one read per partition whatever the number of queues. The deployment's figures (Redis
 memory, workers and their leases) are read at scrape time (mediator/ops/cluster_state.py).
 
