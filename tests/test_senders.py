@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from mediator.mediation.senders import (
 from mediator.settings import Settings
 from mediator.storage.clients import Backend, RedisClient
 from tests.eventually import eventually, until_redis_ms
-from tests.servers import RedisUnderTest
+from tests.servers import RedisUnderTest, start_binary_server
 
 pytestmark = pytest.mark.engine
 
@@ -214,6 +215,24 @@ class ListingRaced(Redis):
         return _RacedPipeline(self, transaction, shard_hint)
 
 
+@pytest.fixture
+async def race_storage(redis_client: RedisClient, tmp_path: Path) -> AsyncIterator[RedisClient]:
+    """Where a race is staged: the module's storage, or on a Redis Cluster (whose client
+    stages nothing: its commands go to each slot's primary) a server of the test's own; the
+    books' steps are the same on either."""
+    if isinstance(redis_client, Redis):
+        yield redis_client
+        return
+    server = start_binary_server(tmp_path / "redis")
+    backend = Backend(server.url)
+    await backend.start()
+    try:
+        yield backend.client
+    finally:
+        await backend.aclose()
+        server.stop()
+
+
 async def _not_refused(redis: RedisClient, sender: str) -> bool:
     """What a node that reads the list now answers the sender's forwards."""
     try:
@@ -224,10 +243,11 @@ async def _not_refused(redis: RedisClient, sender: str) -> bool:
 
 
 async def test_a_recheck_does_not_list_again_a_sender_a_settle_let_go_meanwhile(
-    engine: Engine, redis_client: RedisClient
+    race_storage: RedisClient,
 ) -> None:
     """The recheck reads the count (over), the settle of the recipient's pickup unlists
     the sender (under), then the recheck writes: the sender stays let go."""
+    redis_client, engine = race_storage, Engine(race_storage)
     books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
     ref, sender = _queue(), _sender()
     await _send(engine, ref, sender, [600, 600])
@@ -250,11 +270,12 @@ async def test_a_recheck_does_not_list_again_a_sender_a_settle_let_go_meanwhile(
 
 
 async def test_a_settle_does_not_list_a_sender_another_shard_s_settle_let_go_meanwhile(
-    engine: Engine, redis_client: RedisClient
+    race_storage: RedisClient,
 ) -> None:
     """Two workers settle a sender's two shards at once: one copies a total that leaves
     the sender over, the other one that takes it under and unlists it, then the first
     lists it: the sender ends up let go."""
+    redis_client, engine = race_storage, Engine(race_storage)
     books = SenderBooks(redis_client, engine.scripts, SETTINGS.limits, SETTINGS.queue)
     ref, other, sender = _queue(), _queue(), _sender()
     while keys.queue_keys(other.qualified).shard == keys.queue_keys(ref.qualified).shard:
