@@ -363,3 +363,34 @@ async def test_one_envelope_forwarded_once_per_recipient_key_is_stored_once_per_
         assert (await alice.status())["message_count"] == 1
         got_b = attachments(await bob.deliver())
         assert len(got_b) == 1 and bob.open(got_b[0][1])["hello"] == "both"
+
+
+async def test_a_delivery_due_again_after_the_pickup_round_is_offered_live(
+    dc_app: AppNode, med: str
+) -> None:
+    """A wallet was handed a message and went away without acknowledging it (its phone
+    dropped the HTTP answer, or its node died with Redis down, so nothing released it). On
+    its next socket the pickup round misses it (still handed out) and live mode begins
+    after its deadline has passed: it is offered again live, not left for a
+    delivery-request that a live wallet does not send."""
+    async with Peer(dc_app, med) as before:
+        key = await before.mediate()
+        await forward(dc_app, med, key, {"unacknowledged": True})
+        [(mid, _)] = attachments(await before.deliver())  # handed out until its deadline
+    engine = engine_of(dc_app)
+    [held] = await engine.peek(queue_of(before.verkey), 1)
+    async with Peer(dc_app, med, "ws") as peer:
+        peer.keys, peer.mediator = before.keys, before.mediator
+        peer.recipient_keys = before.recipient_keys
+        round_end = await peer.deliver()
+        assert round_end["@type"].endswith("/status") and round_end["message_count"] == 0
+        await until_redis_ms(engine.redis, held.visible_at_ms)
+        status = await peer.send(
+            message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+        )
+        assert status is not None and status["live_delivery"] is True
+        live = await peer.next_message(wait=5)
+        assert [i for i, _ in attachments(live)] == [mid]
+        assert [peer.open(b) for _, b in attachments(live)] == [{"unacknowledged": True}]
+        await peer.ack([mid])
+        assert (await peer.status())["message_count"] == 0

@@ -238,6 +238,25 @@ async def test_a_cut_off_still_finds_released_and_reoffered_messages(engine: Eng
     assert [m.receives for m in again.messages] == [2, 1, 2]
 
 
+async def test_a_cut_off_lets_through_what_was_handed_out_before_it_and_is_due_again(
+    engine: Engine, qname: str
+):
+    """Live mode's cut-off leaves the backlog to delivery-requests, but not a delivery that
+    an older socket carried and nobody acknowledged: a pickup round could not see it while
+    it was handed out."""
+    ref = await mailbox(engine, qname)
+    await send_each(engine, ref, "kk")
+    [held] = (await engine.receive(ref, 1, visibility_timeout_ms=150)).messages
+    await asyncio.sleep(0.005)
+    cut = (await engine.stats(ref)).now_ms
+    early = await engine.receive_filtered(ref, 10, min_enqueue_ms=cut)
+    assert early.messages == [] and early.next_due_ms == held.visible_at_ms
+    await until_redis_ms(engine.redis, held.visible_at_ms)
+    again = await engine.receive_filtered(ref, 10, min_enqueue_ms=cut)
+    assert bodies(again.messages) == ["k0"] and again.messages[0].receives == 2
+    assert bodies(await drain(engine, ref)) == ["k1"]  # never handed out: the backlog's
+
+
 async def test_filtered_deliveries_are_hidden_until_their_deadline(engine: Engine, qname: str):
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "kx")

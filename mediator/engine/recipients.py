@@ -89,7 +89,8 @@ class RecipientQueues:
         hold: Hold | None = None,
     ) -> ReceiveResult:
         """Like receive, but only messages with trace id `tag` and first enqueued at or after
-        `min_enqueue_ms` (for queues without delay, max receives or dead letter queue)."""
+        `min_enqueue_ms`, or handed out before and due again (for queues without delay, max
+        receives or dead letter queue)."""
         qk = keys.queue_keys(ref.qualified)
         hold_keys, hold_args = hold.script_args() if hold is not None else ([], [])
         args = [

@@ -92,10 +92,17 @@ async def until(check: Callable[[], Awaitable[bool]], seconds: float) -> float |
     return None
 
 
-async def settle(history: History, wallets: list[Wallet], seconds: float) -> None:
-    """Wait until every accepted content was delivered, or `seconds`."""
+async def settle(
+    history: History, wallets: list[Wallet], seconds: float, *, acknowledged: bool = False
+) -> None:
+    """Wait until every accepted content was delivered (and with `acknowledged`, every
+    delivery acknowledged: what a wallet got and could not acknowledge is offered again at
+    its deadline), or `seconds`."""
+    keys = {w.key for w in wallets}
 
     async def delivered() -> bool:
+        if acknowledged and history.unacknowledged(keys):
+            return False
         return not history.check().lost
 
     await until(delivered, seconds)
@@ -476,12 +483,12 @@ async def restart(args: argparse.Namespace) -> Outcome:
             await asyncio.sleep(args.every)
             await traffic.stop_sending()
             say(started, f"sent: {dict(sent.statuses)}; settling")
-            await settle(history, wallets, 30)
-            seen_live = [w.seen for w in wallets]
+            await settle(history, wallets, 30, acknowledged=True)
+            seen_live = [w.seen for w in live]
             await traffic.finish(bases)
             late = {
-                w.name: (w.seen - before, len(w.sockets) if isinstance(w, LiveWallet) else 0)
-                for w, before in zip(wallets, seen_live, strict=True)
+                w.name: (w.seen - before, len(w.sockets))
+                for w, before in zip(live, seen_live, strict=True)
                 if w.seen > before
             }
         finally:
@@ -493,8 +500,9 @@ async def restart(args: argparse.Namespace) -> Outcome:
         "seconds down each": args.down,
         "seconds until every node was ready again": recoveries,
         "reconnects": sum(len(w.sockets) - 1 for w in live),
-        # Messages a wallet got only from its last pickup round (wallet: (messages, sockets)):
-        # its live socket had stopped delivering them.
+        # Messages a live wallet got only from its last pickup round, once every delivery
+        # was acknowledged (wallet: (messages, sockets)): its live socket had stopped
+        # delivering them. (A polling wallet's last round is just its next poll.)
         "delivered only by the last pickup round": late,
     }
     no_500(outcome)

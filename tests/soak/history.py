@@ -156,6 +156,13 @@ class History:
     def __len__(self) -> int:
         return len(self._events)
 
+    def unacknowledged(self, recipients: set[str]) -> set[tuple[str, str]]:
+        """(recipient, message id) handed out to one of `recipients` and not acknowledged."""
+        with self._lock:
+            events = list(self._events)
+        handed = {(r, m) for kind, _, _, r, m in events if kind == "delivered" and r in recipients}
+        return handed - {(r, m) for kind, _, _, r, m in events if kind == "acknowledged"}
+
     def check(self) -> Verdict:
         with self._lock:
             events = list(self._events)

@@ -12,7 +12,8 @@
 -- ARGV[1] qualified queue name  ARGV[2] this node's wake channel  ARGV[3] n
 -- ARGV[4] visibility timeout ms, or '' for the queue's own
 -- ARGV[5] trace id (recipient key) to match, or '' for any
--- ARGV[6] earliest first-enqueue time (ms) to match, or '' for any
+-- ARGV[6] earliest first-enqueue time (ms) to match, or '' for any (a message handed out
+--         before and due again matches whatever its time)
 -- ARGV[7] ms this node waits on the queue when nothing matched ('0': it will not wait)
 -- ARGV[8] cursor returned by the previous call of this receive, or '' to start
 -- ARGV[9] the namespace's default settings (msgpack map, or '')
@@ -47,9 +48,14 @@ local got, examined = 0, 0
 local BUDGET = 1000  -- entries looked at per call, purged and skipped ones included
 local hidden_until = now + vt_ms
 
-local function matches(f)
+-- `sid` only for entries read from the PEL: new entries were never handed out. One handed
+-- out before and due again unacknowledged matches whatever its arrival: the pickup round
+-- that the cut-off leaves older messages to could not see it while it was handed out.
+local function matches(f, sid)
   if tag ~= '' and f.r ~= tag then return false end
-  if min_z and tonumber(f.z) < min_z then return false end
+  if min_z and tonumber(f.z) < min_z then
+    return sid ~= nil and redis.call('HEXISTS', Q.rc, sid) == 1
+  end
   return true
 end
 
@@ -112,7 +118,7 @@ if redis.call('EXISTS', Q.stream) == 1 then
       if now - tonumber(f.z) >= ret_ms then
         purge_entry(Q, sid, f, 'exp', now)
         head_moved = true
-      elseif matches(f) then
+      elseif matches(f, sid) then
         deliver(sid, f)
       else
         advance(sid, p[2])
