@@ -179,20 +179,35 @@ class DidcommBench:
     async def workload_pickup(self) -> None:
         args = self.args
         users = args.pickup_recipients
-        backlog = int(args.seconds * 4000 / users) + 200
-        recipients, backlogs = [], []
+        recipients, senders, keys = [], [], []
         for _ in range(users):
             recipient, key = await self.recipients.mediated("ws")
-            sender = Sender(recipient.routing_key)
-            backlogs.append(
-                [
-                    build_request("POST", "/", ENVELOPE, sender.wrap(key, {"n": i}))
-                    for i in range(backlog)
-                ]
-            )
             recipients.append(recipient)
+            senders.append(Sender(recipient.routing_key))
+            keys.append(key)
         port = self.node1_target().port
-        await asyncio.gather(*(send_all(port, b, [202]) for b in backlogs))
+        queued = [0] * users  # each round trip takes one message
+        sent = [0] * users
+
+        async def top_up(want: int) -> None:
+            """Forward to each recipient until `want` messages wait (the per-recipient
+            forward limit is off: a 429 is an error)."""
+            batches = []
+            for i in range(users):
+                more = range(sent[i], sent[i] + max(0, want - queued[i]))
+                batches.append(
+                    [
+                        build_request("POST", "/", ENVELOPE, senders[i].wrap(keys[i], {"n": n}))
+                        for n in more
+                    ]
+                )
+                sent[i] += len(more)
+                queued[i] += len(more)
+            await asyncio.gather(*(send_all(port, b, [202]) for b in batches if b))
+
+        # Before each block, refilled to 2.5 times what the fastest block so far took.
+        backlog = int(args.seconds * 4000 / users) + 200
+        await top_up(backlog)
         progress(f"pickup: {users} recipients with {backlog} queued messages each")
         request = message("messagepickup/2.0/delivery-request", limit=1)
         perf = time.perf_counter
@@ -222,6 +237,8 @@ class DidcommBench:
                 seconds = args.warmup if block < 0 else args.seconds
                 if seconds <= 0:
                     continue
+                fastest = max(rates, default=0.0) / users * seconds
+                await top_up(max(backlog, int(2.5 * fastest) + 200))
                 counts = [0] * users
                 deadline = perf() + seconds
 
@@ -230,6 +247,7 @@ class DidcommBench:
                     *(loop(i, r, deadline, counts) for i, r in enumerate(recipients))
                 )
                 rate = sum(counts) / (perf() - start)
+                queued = [q - c for q, c in zip(queued, counts, strict=True)]
                 label = "warm-up" if block < 0 else f"block {block + 1}/{args.pairs}"
                 progress(f"pickup {label}: {fmt_rate(rate)} round trips/s")
                 if block >= 0:
