@@ -117,16 +117,22 @@ async def _messages_reach_acapy(
     for text in sent:
         await sender.send(connection, text)
     await acapy.wait_for_messages(N, timeout=60)
-
     # Nothing left for ACA-Py, queued or being pushed: no duplicate can come any more.
-    # ACA-Py records its keylist once the update's answer reached it, which may come after
-    # the messages did (through the other node, say).
+    [record, *_] = await _keylist_recorded(acapy)
+    await mailboxes.settle(await mailboxes.connection_of(record["recipient_key"]))
+    return acapy, sent
+
+
+async def _keylist_recorded(acapy: AcaPyAgent) -> list[dict[str, Any]]:
+    """The keys ACA-Py recorded as registered with its mediator: it records them once the
+    keylist-update's answer reached it, which may come after the messages did."""
+
     async def keylists() -> list[dict[str, Any]]:
         return list((await acapy.get("/mediation/keylists"))["results"])
 
-    [record, *_] = await eventually(keylists, bool, within=30)
-    await mailboxes.settle(await mailboxes.connection_of(record["recipient_key"]))
-    return acapy, sent
+    records = await eventually(keylists, bool, within=60)
+    assert records, f"ACA-Py recorded no keylist in 60 s\n\n{acapy.log_tail(6000)}"
+    return records
 
 
 def _story(acapy: AcaPyAgent, *nodes: Node) -> str:
@@ -143,8 +149,7 @@ async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
     acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, mailboxes, "acapy")
     assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, mediator)
     # The keys ACA-Py registered are routed here, to one connection: its own.
-    records = (await acapy.get("/mediation/keylists"))["results"]
-    assert records, acapy.log_tail()
+    records = await _keylist_recorded(acapy)
     routes = redis.Redis.from_url(db_url)
     raw = [base58.b58decode(did_key_to_verkey(r["recipient_key"])) for r in records]
     owners = {routes.hget(keys.routes_bucket(k), k) for k in raw}
