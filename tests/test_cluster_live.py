@@ -14,6 +14,7 @@ import redis
 from mediator.client import attachments
 from mediator.engine import keys
 from tests.didcomm_peer import collect, forward, live_peer, mediator_key
+from tests.eventually import eventually
 from tests.servers import Node
 
 pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
@@ -36,6 +37,19 @@ async def _until_server_ms(r: redis.Redis, at_ms: int) -> None:
         if now >= at_ms:
             return
         await asyncio.sleep(min(0.05, (at_ms - now) / 1000))
+
+
+async def _held(r: redis.Redis, verkey: str) -> bytes:
+    """The hold on the connection, "<node>/<socket>": the node claims it once the status
+    that answers live-delivery-change is sent, so a wallet may read that status first."""
+
+    async def holder() -> bytes | None:
+        value = r.get(keys.connection_keys(verkey).presence)
+        return value if isinstance(value, bytes) else None
+
+    held = await eventually(holder, lambda v: v is not None, within=5, interval=0.02)
+    assert held is not None and b"/" in held, "no socket holds the connection"
+    return held
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +77,7 @@ async def test_a_second_socket_on_another_node_takes_over(
     first = await live_peer(a.base, med)
     [key] = first.recipient_keys
     r = redis.Redis.from_url(redis_url)
-    holder = r.get(keys.connection_keys(first.verkey).presence)
-    assert holder is not None and b"/" in holder  # "<node>/<socket>"
+    holder = await _held(r, first.verkey)
 
     await forward(b.base, med, key, {"n": 1})  # sent through the other node
     one = await first.next_message()
@@ -94,8 +107,7 @@ async def test_an_idle_socket_keeps_its_hold_and_gives_it_up_when_it_closes(
     peer = await live_peer(a.base, med)
     r = redis.Redis.from_url(redis_url)
     presence = keys.connection_keys(peer.verkey).presence
-    holder = r.get(presence)
-    assert holder is not None
+    holder = await _held(r, peer.verkey)
     # Past the hold's own lifetime (1.5 s): the socket's re-checks (every half second)
     # renewed it, and its node's lease, which covers it, runs.
     await _until_server_ms(r, _server_ms(r) + HOLD_MS + 200)
@@ -123,6 +135,7 @@ async def test_a_lost_takeover_message_is_caught_by_the_next_receive(
     [key] = first.recipient_keys
     r = redis.Redis.from_url(redis_url)
     presence = keys.connection_keys(first.verkey).presence
+    await _held(r, first.verkey)  # the first socket's claim, then another's over it
     r.set(presence, "elsewhere/socket", px=60_000)  # a claim whose message was lost
     await _until_server_ms(r, _server_ms(r) + 600)  # one re-check of the first socket
     await forward(b.base, med, key, {"n": "for the new holder"})
