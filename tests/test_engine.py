@@ -136,11 +136,12 @@ async def test_delayed_message_can_be_deleted_before_due(engine: Engine, qname: 
 async def test_max_receives_moves_to_dead_letter_queue_on_last_receive(engine: Engine, qname: str):
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
     await engine.create_queue(dlq, cfg(visibility_timeout_ms=0))
+    # The last receive's timeout is long enough for a loaded machine to look before it ends.
     await engine.create_queue(
-        src, cfg(visibility_timeout_ms=250, max_receives=2, dead_letter_queue=dlq.name)
+        src, cfg(visibility_timeout_ms=2000, max_receives=2, dead_letter_queue=dlq.name)
     )
     (mid,) = (await engine.send(src, [msg(b"poison")])).message_ids
-    (first,) = (await engine.receive(src, 1)).messages
+    (first,) = (await engine.receive(src, 1, visibility_timeout_ms=100)).messages
     assert first.receives == 1
     await until_redis_ms(engine.redis, first.visible_at_ms)
     last = (await engine.receive(src, 1)).messages
