@@ -82,7 +82,7 @@ async def test_message_comes_back_after_visibility_timeout_with_more_receives(
     engine: Engine, qname: str
 ):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(visibility_timeout_ms=250))
+    await engine.create_queue(ref, cfg(visibility_timeout_ms=1000))
     (mid,) = (await engine.send(ref, [msg(b"a")])).message_ids
     first = await engine.receive(ref, 1)
     assert first.messages[0].receives == 1
@@ -110,12 +110,12 @@ async def test_lowering_visibility_timeout_keeps_hidden_messages_hidden(engine: 
 
 async def test_delayed_message_is_invisible_until_due(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(delay_ms=200))
+    await engine.create_queue(ref, cfg(delay_ms=1000))
     sent = await engine.send(ref, [msg(b"later")])
     assert sent.delayed == 1
     early = await engine.receive(ref, 1)
     assert early.messages == [] and early.next_due_ms is not None
-    assert 100 <= early.next_due_ms - early.now_ms <= 200
+    assert 500 <= early.next_due_ms - early.now_ms <= 1000
     stats = await engine.stats(ref)
     assert (stats.delayed, stats.visible) == (1, 0)
     await until_redis_ms(engine.redis, early.next_due_ms)
@@ -195,10 +195,10 @@ async def test_retention_counts_from_first_enqueue_in_dead_letter_queue(engine: 
 
 async def test_upkeep_purges_expired_messages_without_a_receive(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(retention_ms=50))
+    await engine.create_queue(ref, cfg(retention_ms=500))
     await engine.send(ref, [msg(b"x" * 100) for _ in range(5)])
     assert (await engine.stats(ref)).messages == 5
-    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 50)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 500)
     await engine.upkeep(ref.qualified)
     stats = await engine.stats(ref)
     assert (stats.messages, stats.bytes, stats.sched_ms) == (0, 0, None)

@@ -227,7 +227,7 @@ async def test_a_cut_off_still_finds_released_and_reoffered_messages(engine: Eng
     ref = await mailbox(engine, qname)
     cut = (await engine.stats(ref)).now_ms
     await send_each(engine, ref, "kkk")
-    first = await engine.receive_filtered(ref, 1, min_enqueue_ms=cut, visibility_timeout_ms=150)
+    first = await engine.receive_filtered(ref, 1, min_enqueue_ms=cut, visibility_timeout_ms=1000)
     second = await engine.receive_filtered(ref, 1, min_enqueue_ms=cut, visibility_timeout_ms=60_000)
     assert bodies(first.messages + second.messages) == ["k0", "k1"]
     assert await engine.release(ref, [second.messages[0].message_id]) == 1
@@ -246,7 +246,7 @@ async def test_a_cut_off_lets_through_what_was_handed_out_before_it_and_is_due_a
     it was handed out."""
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "kk")
-    [held] = (await engine.receive(ref, 1, visibility_timeout_ms=150)).messages
+    [held] = (await engine.receive(ref, 1, visibility_timeout_ms=1000)).messages
     await asyncio.sleep(0.005)
     cut = (await engine.stats(ref)).now_ms
     early = await engine.receive_filtered(ref, 10, min_enqueue_ms=cut)
@@ -260,9 +260,9 @@ async def test_a_cut_off_lets_through_what_was_handed_out_before_it_and_is_due_a
 async def test_filtered_deliveries_are_hidden_until_their_deadline(engine: Engine, qname: str):
     ref = await mailbox(engine, qname)
     await send_each(engine, ref, "kx")
-    first = await engine.receive_filtered(ref, 5, tag="k", visibility_timeout_ms=300)
+    first = await engine.receive_filtered(ref, 5, tag="k", visibility_timeout_ms=1000)
     [m] = first.messages
-    assert m.visible_at_ms == first.now_ms + 300
+    assert m.visible_at_ms == first.now_ms + 1000
     hidden = await engine.receive_filtered(ref, 5, tag="k")
     assert hidden.messages == [] and hidden.next_due_ms == m.visible_at_ms
     assert bodies(await drain(engine, ref)) == ["x1"]  # the deadline holds for receive too

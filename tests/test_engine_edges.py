@@ -133,10 +133,10 @@ async def test_a_queue_recreated_during_a_delete_keeps_its_index_entries(
 
 async def test_receive_finds_a_visible_message_behind_many_expired_ones(engine: Engine, qname: str):
     ref = QueueRef(NS, qname)
-    await engine.create_queue(ref, cfg(retention_ms=300))
+    await engine.create_queue(ref, cfg(retention_ms=1000))
     for _ in range(3):
         await engine.send(ref, [SendMessage(b"old")] * 500)
-    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 300)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 1000)
     [mid] = (await engine.send(ref, [SendMessage(b"live")])).message_ids
     got = await engine.receive(ref, 1)  # 1,500 expired ahead: more than one script's budget
     assert [m.message_id for m in got.messages] == [mid]

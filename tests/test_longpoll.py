@@ -71,7 +71,7 @@ async def test_long_poll_returns_delayed_message_when_due(
     (p,) = await asyncio.wait_for(poll, 5)
     assert p.headers["x-mqs-message-id"] == mid
     # When due, not at once and not at the next re-check (2 s).
-    assert 0.2 <= time.monotonic() - sent_at < 1.05
+    assert 0.2 <= time.monotonic() - sent_at < 1.9
 
 
 async def test_long_poll_returns_in_flight_message_when_its_timeout_ends(
@@ -86,7 +86,7 @@ async def test_long_poll_returns_in_flight_message_when_its_timeout_ends(
     (p,) = await asyncio.wait_for(poll, 5)
     assert p.headers["x-mqs-message-id"] == mid
     assert p.headers["x-mqs-message-receives"] == "2"
-    assert 0.05 <= time.monotonic() - taken_at < 1.05  # not at the next re-check (2 s)
+    assert 0.05 <= time.monotonic() - taken_at < 1.9  # not at the next re-check (2 s)
 
 
 async def test_batch_send_of_k_wakes_k_long_polls_on_another_node(

@@ -342,9 +342,9 @@ async def test_expired_messages_are_never_delivered_and_leave_the_counts(
 async def test_delayed_message_is_hidden_until_due(
     http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
-    await create_ms(engine, qname, delay_ms=250)
+    await create_ms(engine, qname, delay_ms=1000)
     mid = await send(http_a, qname, b"later")
-    due_by = await redis_ms(engine.redis) + 250
+    due_by = await redis_ms(engine.redis) + 1000
     assert await receive(http_a, qname) == []
     assert (await http_a.get(f"/queues/{qname}")).json()["status"]["delayedMessages"] == 1
     await until_redis_ms(engine.redis, due_by)
