@@ -35,7 +35,13 @@ from starlette.routing import Route
 
 from mediator.didcomm.did_peer import numalgo2_did
 from mediator.engine import Engine, QueueConfig, QueueRef, ReceivedMessage, SendMessage, keys
-from mediator.engine.books import Totals, read_shards, recount
+from mediator.engine.books import (
+    Totals,
+    read_each_shard,
+    read_shards,
+    recount,
+    recount_each_shard,
+)
 from mediator.engine.engine import OUTBOX_GRACE_MS
 from mediator.engine.replies import received_message
 from mediator.engine.scripts import Scripts
@@ -105,12 +111,8 @@ async def compare_books(
     the flow balance of every shard and namespace (add = ack + exp + dl + drop + n + d), and
     the cumulative counters against `ledger` ((shard, namespace, field) -> count) if given."""
     started = time.monotonic()
-    books: dict[int, dict[str, Totals]] = {}
-    counted: dict[int, dict[str, Totals]] = {}
-    for s in range(keys.SHARDS):
-        books[s] = (await read_shards(scripts, [s]))[1]
-    for s in range(keys.SHARDS):
-        counted[s] = await recount(redis, [s])
+    books = await read_each_shard(scripts, range(keys.SHARDS))
+    counted = await recount_each_shard(redis, range(keys.SHARDS))
     seconds = time.monotonic() - started
     diffs: list[str] = []
     for s in range(keys.SHARDS):
@@ -371,18 +373,23 @@ class Mix:
         every shard is left with nothing marked to copy."""
         books = SenderBooks(self.redis, self.engine.scripts, LimitSettings(), QueueSettings())
         now = await redis_ms(self.redis)
-        for s in range(keys.SHARDS):
+        for s in await self.shards_with_senders_to_copy():  # the others' settle finds nothing
             await books.settle(s, now)
         want = self.queued_by_sender(m for m in self.msgs.values() if not m.outbox_to)
         for sender in SENDERS[1:]:
             got = int(await self.redis.hget(keys.sender_queued(sender), "@") or 0)
             assert got == want.get(sender, 0), f"[{label}] {sender}: counted {got}, {want}"
+        left = await self.shards_with_senders_to_copy()
+        assert not left, f"[{label}] senders left to copy or scheduled in shards {left}"
+
+    async def shards_with_senders_to_copy(self) -> list[int]:
+        """The shards with changed senders marked, or their copy scheduled."""
         pipe = self.redis.pipeline(transaction=False)
         for s in range(keys.SHARDS):
             pipe.exists(keys.shard_senders_changed(s))
             pipe.zscore(keys.shard_due(s), keys.SENDERS_MEMBER)
-        left = await pipe.execute()
-        assert not any(left), f"[{label}] senders left to copy or scheduled"
+        marks = await pipe.execute()
+        return [s for s in range(keys.SHARDS) if marks[2 * s] or marks[2 * s + 1] is not None]
 
     async def settle_deadlines(self, margin_ms: int) -> None:
         """Wait until no deadline lies in the last second or in the next `margin_ms`: the
@@ -777,9 +784,10 @@ class Mix:
         (a later operation could otherwise put a stale one right)."""
         shards = sorted({shard(q) for q in self.touched})
         self.touched.clear()
+        each_books = await read_each_shard(self.engine.scripts, shards)
+        each_counted = await recount_each_shard(self.redis, shards)
         for s in shards:
-            books = (await read_shards(self.engine.scripts, [s]))[1]
-            counted = await recount(self.redis, [s])
+            books, counted = each_books[s], each_counted[s]
             for ns in keys.NAMESPACES:
                 diffs = differences(f"shard {s} {ns}", books[ns], counted[ns], ("q", "n", "d", "b"))
                 if diffs:
@@ -798,6 +806,7 @@ class Mix:
 
 @pytest.mark.engine
 @pytest.mark.topology
+@pytest.mark.timeout(240)  # ~12 s here; ~500 operations and six recounts of 1,024 shards
 async def test_books_match_a_recount_and_the_ledger_after_a_random_mix(fresh: Backend) -> None:
     redis = fresh.client
     engine = Engine(

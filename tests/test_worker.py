@@ -271,7 +271,7 @@ async def test_the_audit_repairs_what_a_crash_left_and_due_work_follows_the_sche
             and r.hget(keys.moved(shard), "gone-id") is None
         )
 
-    assert _wait(repaired, timeout=15), (
+    assert _wait(repaired, timeout=30), (
         r.zscore(victim.due, real[0].qualified),
         r.zrange(keys.mqs_names(), 0, -1),
         r.hgetall(keys.moved(shard)),

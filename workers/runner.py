@@ -44,6 +44,9 @@ from workers.leases import Leases
 log = logging.getLogger(__name__)
 
 DUE_BATCH = 200  # schedule entries run per shard per tick
+# The audit's pages in one tick end after this share of the lease, whatever credit is left:
+# on a slow Redis a high audit rate would otherwise hold the tick until the leases ran out.
+AUDIT_LEASE_SHARE = 1 / 6
 RELEASE_SECONDS = 2.0  # how long a stopping worker tries to give its leases back
 
 
@@ -259,13 +262,21 @@ class Worker:
 
     async def _audit_step(self, now: float) -> None:
         """Pages of the audit while its credit (the rate times the time since) lasts, the
-        partitions held taking turns."""
+        partitions held taking turns, for at most a sixth of the lease (the next tick goes
+        on with the credit left)."""
         rate = self.settings.audit_queues_per_second
         self._audit_credit = min(
             self._audit_credit + rate * (now - self._audit_at), max(rate, 4.0 * AUDIT_PAGE)
         )
         self._audit_at = now
-        while rate > 0 and self.owned and self._audit_credit >= AUDIT_PAGE and not self.stopping:
+        until = time.monotonic() + self.settings.lease_seconds * AUDIT_LEASE_SHARE
+        while (
+            rate > 0
+            and self.owned
+            and self._audit_credit >= AUDIT_PAGE
+            and not self.stopping
+            and time.monotonic() < until
+        ):
             self._audit_turn = (self._audit_turn + 1) % len(self.owned)
             done = await self.audit.step(self.owned[self._audit_turn])
             self._audit_credit -= done

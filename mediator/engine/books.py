@@ -130,37 +130,78 @@ async def read_summaries(
     return totals, stalest, missing
 
 
+async def read_each_shard(
+    scripts: Scripts, shards: range | list[int]
+) -> dict[int, dict[str, Totals]]:
+    """The totals of each of these shards per namespace, read in one pipeline."""
+    shards = list(shards)
+    rows = await scripts.pipeline([("shard_stats", shard_stat_keys(s), []) for s in shards])
+    out: dict[int, dict[str, Totals]] = {}
+    for shard, row in zip(shards, map(ShardStatsReply.decode, rows), strict=True):
+        out[shard] = {ns: Totals() for ns in keys.NAMESPACES}
+        for ns in keys.NAMESPACES:
+            out[shard][ns].add(row.values[ns], row.oldest_ms[ns])
+    return out
+
+
 async def recount(redis: RedisClient, shards: range | list[int]) -> dict[str, Totals]:
     """What the books of these shards should say, counted from the queues themselves (their
     registries, read whole): queues, stored, delayed, bytes, in flight (deadline not passed)
     and the oldest stored message. Cumulative counters have no such count. Reads every
     queue: for checks and tests, not for a scrape."""
+    totals = {ns: Totals() for ns in keys.NAMESPACES}
+    for per_shard in (await recount_each_shard(redis, shards)).values():
+        for ns in keys.NAMESPACES:
+            totals[ns].merge(per_shard[ns])
+    return totals
+
+
+REGISTRIES_PER_READ = 64  # shards whose registries one pipeline reads
+
+
+async def recount_each_shard(
+    redis: RedisClient, shards: range | list[int]
+) -> dict[int, dict[str, Totals]]:
+    """`recount`, shard by shard: the registries are read a batch of shards per pipeline,
+    their queues 200 per pipeline."""
     seconds, micros = await redis.time()
     now = int(seconds) * 1000 + int(micros) // 1000
-    totals = {ns: Totals() for ns in keys.NAMESPACES}
-    for shard in shards:
-        for ns in keys.NAMESPACES:
-            names = [_text(n) for n in await redis.smembers(keys.shard_registry(shard, ns))]
-            for start in range(0, len(names), 200):
-                page = names[start : start + 200]
-                pipe = redis.pipeline(transaction=False)
-                for name in page:
-                    qk = keys.queue_keys(f"{ns}:{name}")
-                    pipe.hget(qk.cfg, "created")
-                    pipe.xlen(qk.stream)
-                    pipe.zcard(qk.delayed)
-                    pipe.hget(qk.cfg, "bytes")
-                    pipe.zcount(qk.inflight, f"({now}", "+inf")
-                    pipe.xrange(qk.stream, "-", "+", count=1)
-                rows = await pipe.execute()
-                for i in range(len(page)):
-                    created, stored, delayed, size, hidden, head = rows[6 * i : 6 * i + 6]
-                    if created is None:
-                        continue  # a registry entry without a queue: not counted
-                    oldest = int(head[0][1][b"z"]) if head else -1
-                    row = [1, stored, delayed, int(size or 0), 0, 0, 0, 0, 0, 0, hidden]
-                    totals[ns].add(row, oldest)
-    return totals
+    shards = list(shards)
+    out: dict[int, dict[str, Totals]] = {}
+    for first in range(0, len(shards), REGISTRIES_PER_READ):
+        batch = [
+            (s, ns) for s in shards[first : first + REGISTRIES_PER_READ] for ns in keys.NAMESPACES
+        ]
+        pipe = redis.pipeline(transaction=False)
+        for shard, ns in batch:
+            pipe.smembers(keys.shard_registry(shard, ns))
+        queues = [
+            (shard, ns, _text(name))
+            for (shard, ns), names in zip(batch, await pipe.execute(), strict=True)
+            for name in names
+        ]
+        for shard, _ in batch:
+            out[shard] = {ns: Totals() for ns in keys.NAMESPACES}
+        for start in range(0, len(queues), 200):
+            page = queues[start : start + 200]
+            pipe = redis.pipeline(transaction=False)
+            for _, ns, name in page:
+                qk = keys.queue_keys(f"{ns}:{name}")
+                pipe.hget(qk.cfg, "created")
+                pipe.xlen(qk.stream)
+                pipe.zcard(qk.delayed)
+                pipe.hget(qk.cfg, "bytes")
+                pipe.zcount(qk.inflight, f"({now}", "+inf")
+                pipe.xrange(qk.stream, "-", "+", count=1)
+            rows = await pipe.execute()
+            for i, (shard, ns, _) in enumerate(page):
+                created, stored, delayed, size, hidden, head = rows[6 * i : 6 * i + 6]
+                if created is None:
+                    continue  # a registry entry without a queue: not counted
+                oldest = int(head[0][1][b"z"]) if head else -1
+                row = [1, stored, delayed, int(size or 0), 0, 0, 0, 0, 0, 0, hidden]
+                out[shard][ns].add(row, oldest)
+    return out
 
 
 def _text(value: object) -> str:

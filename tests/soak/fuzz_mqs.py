@@ -11,9 +11,34 @@ places where a schema-valid request is refused for a reason OpenAPI cannot state
 
 from __future__ import annotations
 
+import ast
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
+
+
+def _serialize_ast_parsing() -> None:
+    """schemathesis builds strategies in the calling thread while its worker thread runs
+    Hypothesis, and both parse source into ASTs (Hypothesis reads filters and composites).
+    CPython before 3.11.8 shares one recursion counter between concurrent AST conversions,
+    and a garbage collection that switches threads in the middle of one fails it with
+    "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). On
+    those versions, one thread parses at a time."""
+    if sys.version_info >= (3, 11, 8) or getattr(ast.parse, "serialized", False):
+        return
+    lock = threading.RLock()
+    parse = ast.parse
+
+    def serialized(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return parse(*args, **kwargs)
+
+    serialized.serialized = True  # type: ignore[attr-defined]
+    ast.parse = serialized
+
+
+_serialize_ast_parsing()
 
 CHUNK = 2_000
 PHASES = ("examples", "coverage", "fuzzing", "stateful")
