@@ -10,7 +10,7 @@ so that no node without it (another module's) retries their pushes and refuses t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import base58
@@ -104,6 +104,7 @@ async def _messages_reach_acapy(
     cleanup: list[AcaPyAgent | CredoAgent],
     mailboxes: Mailboxes,
     label: str,
+    nodes: Sequence[Node],
 ) -> tuple[AcaPyAgent, list[str]]:
     acapy = AcaPyAgent(label, mediator_invitation_url=url)
     sender = CredoAgent(f"{label}-sender", inbound_port=free_port())
@@ -118,12 +119,12 @@ async def _messages_reach_acapy(
         await sender.send(connection, text)
     await acapy.wait_for_messages(N, timeout=60)
     # Nothing left for ACA-Py, queued or being pushed: no duplicate can come any more.
-    [record, *_] = await _keylist_recorded(acapy)
+    [record, *_] = await _keylist_recorded(acapy, nodes)
     await mailboxes.settle(await mailboxes.connection_of(record["recipient_key"]))
     return acapy, sent
 
 
-async def _keylist_recorded(acapy: AcaPyAgent) -> list[dict[str, Any]]:
+async def _keylist_recorded(acapy: AcaPyAgent, nodes: Sequence[Node]) -> list[dict[str, Any]]:
     """The keys ACA-Py recorded as registered with its mediator: it records them once the
     keylist-update's answer reached it, which may come after the messages did."""
 
@@ -131,7 +132,7 @@ async def _keylist_recorded(acapy: AcaPyAgent) -> list[dict[str, Any]]:
         return list((await acapy.get("/mediation/keylists"))["results"])
 
     records = await eventually(keylists, bool, within=60)
-    assert records, f"ACA-Py recorded no keylist in 60 s\n\n{acapy.log_tail(6000)}"
+    assert records, f"ACA-Py recorded no keylist in 60 s\n\n{_story(acapy, *nodes)}"
     return records
 
 
@@ -146,10 +147,12 @@ async def test_acapy_is_granted_mediation_and_gets_its_messages_pushed(
     mediator: Node, cleanup: list[AcaPyAgent | CredoAgent], mailboxes: Mailboxes, db_url: str
 ) -> None:
     url = await _invitation_url(mediator)
-    acapy, sent = await _messages_reach_acapy(url, mediator.base, cleanup, mailboxes, "acapy")
+    acapy, sent = await _messages_reach_acapy(
+        url, mediator.base, cleanup, mailboxes, "acapy", [mediator]
+    )
     assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, mediator)
     # The keys ACA-Py registered are routed here, to one connection: its own.
-    records = await _keylist_recorded(acapy)
+    records = await _keylist_recorded(acapy, [mediator])
     routes = redis.Redis.from_url(db_url)
     raw = [base58.b58decode(did_key_to_verkey(r["recipient_key"])) for r in records]
     owners = {routes.hget(keys.routes_bucket(k), k) for k in raw}
@@ -168,7 +171,7 @@ async def test_acapy_across_two_nodes(
 ) -> None:
     a, b = two_nodes
     url = await _invitation_url(a, endpoint=a.base)
-    acapy, sent = await _messages_reach_acapy(url, b.base, cleanup, mailboxes, "acapy2n")
+    acapy, sent = await _messages_reach_acapy(url, b.base, cleanup, mailboxes, "acapy2n", [a, b])
     assert sorted(acapy.basic_messages()) == sorted(sent), _story(acapy, a, b)
     async with httpx.AsyncClient() as client:
         requests_a = (await client.get(a.base + "/metrics")).text
