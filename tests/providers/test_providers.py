@@ -154,12 +154,10 @@ def test_es256_signature_is_raw_r_s(apns_key: ApnsKey) -> None:
     assert jws.verify_es256(token, apns_key.public_key)
 
 
-def test_servers_start_fast_and_stop(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_servers_answer_once_started_and_stop(tmp_path: Path) -> None:
     with FcmServer(tmp_path) as fcm, WebhookServer() as hook:
         assert httpx.post(fcm.token_uri, data={}).status_code == 400
         assert httpx.post(hook.url + "/x", content=b"{}").status_code == 200
-    assert time.monotonic() - started < 1.5
     with pytest.raises(httpx.ConnectError):
         httpx.post(fcm.token_uri, data={})
 
