@@ -17,6 +17,7 @@ import redis
 
 from mediator.embedded import EmbeddedServer, free_port
 from mediator.settings import env_name
+from tests.logs import log_file
 from tests.topologies import LocalCluster, SentinelSet
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -138,9 +139,7 @@ class MediatorProcess:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         # Kept open for the life of the process, which writes its output there.
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            prefix=log_prefix, suffix=".log", delete=False
-        )
+        self.log = log_file(log_prefix)
 
     def spawn(self) -> None:
         self.proc = subprocess.Popen(

@@ -202,6 +202,7 @@ class Pusher:
                 break
             for i, message in enumerate(messages):
                 sent = await self._send(services, message)
+                log.debug("push of %s to %s: %s", message.message_id, connection[:8], sent)
                 if sent == "sent":
                     await self.mailbox.acknowledge(connection, [message.message_id])
                     self._count("delivered")

@@ -22,6 +22,14 @@ from mediator.embedded import free_port
 from tests.interop.installs import installed
 from tests.local_server import LocalServer
 
+# Loggers whose lines `log_tail` leaves out (each line: date, time, logger, level, text).
+NOISE = (
+    "aiohttp.access",
+    "aries_askar.",
+    "acapy_agent.core.event_bus",
+    "acapy_agent.utils.classloader",
+)
+
 
 def acapy_install_dir() -> Path:
     return installed("acapy")
@@ -79,7 +87,7 @@ class AcaPyAgent:
             "--webhook-url", self.webhooks.url,
             "--auto-accept-invites",
             "--auto-accept-requests",
-            "--log-level", "info",
+            "--log-level", "debug",  # what happened to each message, should a test fail
         ]  # fmt: skip
         if self.mediator_invitation_url is not None:
             args += ["--mediator-invitation", self.mediator_invitation_url]
@@ -146,15 +154,16 @@ class AcaPyAgent:
                 await asyncio.wait_for(self.webhooks.changed.wait(), deadline - loop.time())
         return self.basic_messages()
 
-    def log_tail(self, chars: int = 4000) -> str:
-        """The end of ACA-Py's log, without the access log of the admin API (the tests poll
-        it, and it would fill the tail)."""
+    def log_tail(self, chars: int = 6000) -> str:
+        """The end of ACA-Py's log without its noise: the admin API's access log (the tests
+        poll it), Askar's queries, its event bus and class loader. What is left says what
+        ACA-Py received, which handler ran and what it sent, with every warning and error."""
         try:
             text = self.log.read_text(errors="replace")
         except OSError:
             return ""
-        lines = [line for line in text.splitlines() if " aiohttp.access " not in line]
-        return "\n".join(lines)[-chars:]
+        kept = [line[:300] for line in text.splitlines() if not line.startswith(NOISE, 24)]
+        return "\n".join(kept)[-chars:]
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

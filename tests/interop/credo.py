@@ -9,11 +9,11 @@ import asyncio
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from tests.interop.installs import ROOT, installed
+from tests.logs import log_file
 
 VERSIONS = ("0.5.19", "0.6.3", "0.7.0")
 DEFAULT_VERSION = "0.5.19"
@@ -76,9 +76,7 @@ class CredoAgent:
         self._changed = asyncio.Event()
         self._next_id = 0
         self._reader: asyncio.Task[None] | None = None
-        self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open while it runs)
-            prefix=f"credo-{version}-{label}-", suffix=".log", delete=False
-        )
+        self._stderr = log_file(f"credo-{version}-{label}-")
 
     async def start(self, timeout: float = 90.0) -> dict[str, Any]:  # noqa: ASYNC109
         home = credo_install_dir(self.version)

@@ -31,7 +31,9 @@ from tests.servers import Node, RedisUnderTest
 pytestmark = pytest.mark.interop
 
 N = 5
-ALLOW_LOOPBACK = {"MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8"}
+# Loopback endpoints allowed; at debug level, the nodes log where each reply went and each
+# push's outcome (shown should a test fail).
+NODE_ENV = {"MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8", "MEDIATOR_LOG_LEVEL": "debug"}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def installed() -> None:
 
 @pytest.fixture(scope="module")
 def mediator(db_url: str, installed: None) -> Iterator[Node]:
-    node = Node(db_url, **ALLOW_LOOPBACK)
+    node = Node(db_url, **NODE_ENV)
     node.start()
     yield node
     node.stop()
@@ -64,7 +66,7 @@ def two_nodes(db_url: str, installed: None) -> Iterator[tuple[Node, Node]]:
     balancer); the test hands ACA-Py an invitation naming A, as if the balancer had sent its
     first request there. Its handshake is answered (and the response pushed) by A; its
     mediation, its keys and the senders' forwards go to B."""
-    a, b = Node(db_url, **ALLOW_LOOPBACK), Node(db_url, **ALLOW_LOOPBACK)
+    a, b = Node(db_url, **NODE_ENV), Node(db_url, **NODE_ENV)
     for node in (a, b):
         node.env["MEDIATOR_ENDPOINT"] = b.base
     a.start()
@@ -138,8 +140,10 @@ async def _keylist_recorded(acapy: AcaPyAgent, nodes: Sequence[Node]) -> list[di
 
 def _story(acapy: AcaPyAgent, *nodes: Node) -> str:
     """What a failure needs to be understood: the end of ACA-Py's log and of the nodes'."""
-    parts = [f"ACA-Py:\n{acapy.log_tail(3000)}"]
-    parts += [f"node {node.base}:\n{node.output()[-2000:]}" for node in nodes]
+    parts = [f"ACA-Py:\n{acapy.log_tail()}"]
+    for node in nodes:
+        lines = "\n".join(line[:300] for line in node.output().splitlines())
+        parts.append(f"node {node.base}:\n{lines[-4000:]}")
     return "\n\n".join(parts)
 
 

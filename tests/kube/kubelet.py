@@ -34,13 +34,14 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.logs import log_path
 
 IMAGE_ROOT = "/opt/mediator/bin/"
 VENV_BIN = Path(sys.executable).parent
@@ -111,7 +112,7 @@ class Container:
     pod: Pod
     spec: Doc
     proc: subprocess.Popen[bytes] | None = None
-    log: Path = field(default_factory=lambda: Path(tempfile.mkstemp(suffix=".log")[1]))
+    log: Path = field(default_factory=lambda: log_path("pod-container-"))
 
     @property
     def name(self) -> str:
