@@ -15,13 +15,16 @@ import httpx
 import pytest
 import redis
 
+from mediator.didcomm.did_peer import numalgo2_did
 from mediator.didcomm.keys import KeyPair
+from mediator.embedded import free_port
 from mediator.errors import ConfigError
 from mediator.ops import redact
 from mediator.settings import Settings
 from mediator.settings.storage import url_with_password
 from mediator.storage.target import parse as parse_target
 from tests.didcomm_peer import Peer, forward, mediator_key
+from tests.eventually import eventually
 from tests.servers import Node, start_binary_server
 
 SEED = "7d1c0f5e9a3b2c4d6e8f0a1b3c5d7e9f1a2b3c4d5e6f708192a3b4c5d6e7f809"
@@ -210,9 +213,11 @@ def test_keys_and_dids_in_log_lines_become_keyed_hashes() -> None:
 @pytest.mark.full
 async def test_a_nodes_logs_never_name_a_wallets_keys(redis_url: str) -> None:
     """A wallet connects, is granted mediation, registers a key, gets a forward and picks it
-    up, on a node logging at debug level: none of its keys appears in the node's output,
-    not even as a prefix."""
-    node = Node(redis_url, MEDIATOR_LOG_LEVEL="debug").start()
+    up; another, with an endpoint nothing listens on, gets a forward whose push fails: on a
+    node logging at debug level, none of their keys appears in the node's output, not even
+    as a prefix."""
+    node = Node(redis_url, MEDIATOR_LOG_LEVEL="debug", MEDIATOR_OUTBOUND_ALLOW="127.0.0.0/8")
+    node.start()
     try:
         mediator = await mediator_key(node.base)
         async with Peer(node.base, mediator) as peer:
@@ -223,10 +228,29 @@ async def test_a_nodes_logs_never_name_a_wallets_keys(redis_url: str) -> None:
             delivered = await peer.deliver()
             assert delivered["@type"].endswith("/delivery")
             wallet_keys = [peer.keys.verkey_b58, key, stranger]
+        pushed = Peer(node.base, mediator)  # connected with an endpoint in its DID
+        try:
+            dead = f"http://127.0.0.1:{free_port()}/"
+            request = pushed.message(
+                "didexchange/1.1/request", label="pushed", did=numalgo2_did(pushed.keys, [dead])
+            )
+            await pushed.request_message(request)
+            await pushed.mediate_request()
+            pushed_key = await pushed.register_key()
+            assert (await forward(node.base, mediator, pushed_key, {"n": 1})).status_code == 202
+
+            async def output() -> str:
+                return node.output()
+
+            await eventually(output, lambda out: "push to key#" in out, within=30)
+            wallet_keys += [pushed.keys.verkey_b58, pushed_key]
+        finally:
+            await pushed.close()
     finally:
         node.stop()
     output = node.output()
-    assert redact.PREFIX in output  # the connection's lines are there, hashed
+    assert redact.PREFIX in output  # the connections' lines are there, hashed
+    assert "push to key#" in output, output[-3000:]
     for k in wallet_keys:
         assert k not in output and k[:8] not in output
 

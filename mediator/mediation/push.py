@@ -202,7 +202,7 @@ class Pusher:
                 break
             for i, message in enumerate(messages):
                 sent = await self._send(services, message)
-                log.debug("push of %s to %s: %s", message.message_id, connection[:8], sent)
+                log.debug("push of %s to %s: %s", message.message_id, connection, sent)
                 if sent == "sent":
                     await self.mailbox.acknowledge(connection, [message.message_id])
                     self._count("delivered")
@@ -220,7 +220,7 @@ class Pusher:
                 await self._schedule(connection, now + int(delay * 1000))
                 log.info(
                     "push to %s failed (attempt %d): retry in %.1f s",
-                    connection[:8],
+                    connection,
                     attempts,
                     delay,
                 )

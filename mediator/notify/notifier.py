@@ -144,9 +144,7 @@ class Notifier:
                 notice_id=claim.notice_id or str(uuid.uuid4()),
             )
         except STORAGE_ERRORS as exc:
-            log.warning(
-                "notification for %s stopped: %s (a worker retries it)", connection[:8], exc
-            )
+            log.warning("notification for %s stopped: %s (a worker retries it)", connection, exc)
         except Exception:
             log.exception("notification for %s failed unexpectedly", connection)
 
@@ -216,9 +214,7 @@ class Notifier:
             )
             if outcome.retry_after is not None:
                 delay = max(delay, min(outcome.retry_after, RETRY_AFTER_MAX))
-            log.info(
-                "notification for %s: %s; retry in %.1f s", connection[:8], outcome.detail, delay
-            )
+            log.info("notification for %s: %s; retry in %.1f s", connection, outcome.detail, delay)
             await self._op(connection, "retry", int(delay * 1000), value=notice.notice_id)
         else:
             self.count("failed", provider)

@@ -306,7 +306,7 @@ class Pipeline:
             thid = message["~thread"].get("thid", ctx.message.thread.thid)
             room = capacity is None or len(outcome.returned) < capacity
             if room and ctx.message.wants_return(thid):
-                log.debug("%s to %s: returned", message.get("@type"), to[:8])
+                log.debug("%s to %s: returned", message.get("@type"), to)
                 await self._add_queue_count(ctx, reply)
                 outcome.returned.append(
                     Outgoing(self._pack(message, to, ours), reply.after_sent, reply.if_unsent)
@@ -319,12 +319,12 @@ class Pipeline:
                 except LimitExceeded as exc:
                     log.warning("reply dropped: the connection's queue is full (%s)", exc)
                 else:
-                    log.debug("%s to %s: queued", message.get("@type"), to[:8])
+                    log.debug("%s to %s: queued", message.get("@type"), to)
                     if target.push:
                         self.services.pusher.start(to, target.push, delay=reply.push_delay)
                 await _unsent(reply)
             else:
-                log.debug("%s to %s: not sent (no queue)", message.get("@type"), to[:8])
+                log.debug("%s to %s: not sent (no queue)", message.get("@type"), to)
                 await _unsent(reply)
 
     async def _add_queue_count(self, ctx: Context, reply: Reply) -> None:

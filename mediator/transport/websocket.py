@@ -82,7 +82,7 @@ class WsSession(Session):
             return
         await self.presence.claim(connection, self.socket_id)
         self._live[connection] = asyncio.create_task(
-            self._live_run(connection, since_ms), name=f"live-{connection[:8]}"
+            self._live_run(connection, since_ms), name=f"live:{connection}"
         )
 
     async def stop_live(self, connection: str) -> None:
@@ -143,7 +143,7 @@ class WsSession(Session):
         if connection in self._drains or connection in self._live or self.closed:
             return
         self._drains[connection] = asyncio.create_task(
-            self._implicit(connection), name=f"drain-{connection[:8]}"
+            self._implicit(connection), name=f"drain:{connection}"
         )
 
     async def close_for_drain(self) -> None:
