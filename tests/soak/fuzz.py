@@ -424,7 +424,7 @@ async def _fuzz(
         "MEDIATOR_FORWARD_UNKNOWN_KEY_WAIT_SECONDS": "0.02",
         "MEDIATOR_HANDSHAKE_PUSH_DELAY_SECONDS": "0.2",
         "MEDIATOR_PUSH_TIMEOUT_SECONDS": "2",
-        "MEDIATOR_DELIVERY_TIMEOUT_SECONDS": "10",
+        "MEDIATOR_DELIVERY_TIMEOUT_SECONDS": "10",  # fuzz_orders.REOFFERED_WITHIN is past it
         # One client address sends everything here: the per-client limits would only
         # measure themselves (their refusals are answers, not crashes, either way).
         "MEDIATOR_WEBSOCKET_MESSAGES_PER_SECOND": "0",

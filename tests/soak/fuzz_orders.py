@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from tests.soak.fuzz import Budget, Tally
 
 LAYER = "order"
+# The nodes' delivery deadline (fuzz.py: 10 s) and a margin: a message handed out on a socket
+# that closed without acknowledging it is offered again by then at the latest.
+REOFFERED_WITHIN = 15.0
 
 
 class Orders:
@@ -134,12 +137,18 @@ class Orders:
             await self.drain(who, agent)
         finally:
             await agent.close()
-        # What the socket carried unacknowledged was released when it closed: a new socket
-        # of the same connection picks it up.
+        # What the socket carried unacknowledged is released once its node has seen it
+        # close (or at its deadline): a new socket of the same connection picks it up. It
+        # may ask before that release, so it asks again until everything accepted came.
         again = Recipient(self.base(), agent.mediator, "ws", agent.keys)
         try:
             await again.connect()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + REOFFERED_WITHIN
             await self.drain(who, again)
+            while self.history.undelivered(who) and loop.time() < deadline:
+                await asyncio.sleep(0.1)
+                await self.drain(who, again)
         finally:
             await again.close()
 

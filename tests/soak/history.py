@@ -163,6 +163,13 @@ class History:
         handed = {(r, m) for kind, _, _, r, m in events if kind == "delivered" and r in recipients}
         return handed - {(r, m) for kind, _, _, r, m in events if kind == "acknowledged"}
 
+    def undelivered(self, recipient: str) -> set[tuple[str, int]]:
+        """(sender, seq) accepted for `recipient` and not handed to it yet."""
+        with self._lock:
+            events = list(self._events)
+        accepted = {(s, q) for kind, s, q, r, _ in events if kind == "accepted" and r == recipient}
+        return accepted - {(s, q) for kind, s, q, r, _ in events if kind == "delivered"}
+
     def check(self) -> Verdict:
         with self._lock:
             events = list(self._events)
