@@ -26,8 +26,12 @@ from tests.local_server import LocalServer
 NOISE = (
     "aiohttp.access",
     "aries_askar.",
+    "acapy_agent.admin.",
+    "acapy_agent.anoncreds.",
     "acapy_agent.core.event_bus",
+    "acapy_agent.resolver.",
     "acapy_agent.utils.classloader",
+    "acapy_agent.wallet.askar",
 )
 
 
@@ -155,9 +159,10 @@ class AcaPyAgent:
         return self.basic_messages()
 
     def log_tail(self, chars: int = 6000) -> str:
-        """The end of ACA-Py's log without its noise: the admin API's access log (the tests
-        poll it), Askar's queries, its event bus and class loader. What is left says what
-        ACA-Py received, which handler ran and what it sent, with every warning and error."""
+        """The end of ACA-Py's log without its noise: the admin API's requests (the tests
+        poll it), Askar's queries, the revocation middleware, the event bus, the resolver
+        and the class loader. What is left says what ACA-Py received, which handler ran and
+        what it sent, with every warning and error."""
         try:
             text = self.log.read_text(errors="replace")
         except OSError:

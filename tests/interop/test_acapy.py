@@ -139,11 +139,12 @@ async def _keylist_recorded(acapy: AcaPyAgent, nodes: Sequence[Node]) -> list[di
 
 
 def _story(acapy: AcaPyAgent, *nodes: Node) -> str:
-    """What a failure needs to be understood: the end of ACA-Py's log and of the nodes'."""
-    parts = [f"ACA-Py:\n{acapy.log_tail()}"]
+    """What a failure needs to be understood: ACA-Py's log since it connected to us (about
+    90 lines without its noise) and the end of the nodes' (each reply and push logged)."""
+    parts = [f"ACA-Py:\n{acapy.log_tail(24_000)}"]
     for node in nodes:
         lines = "\n".join(line[:300] for line in node.output().splitlines())
-        parts.append(f"node {node.base}:\n{lines[-4000:]}")
+        parts.append(f"node {node.base}:\n{lines[-12_000:]}")
     return "\n\n".join(parts)
 
 
