@@ -13,6 +13,8 @@
     │   ├── InvalidQueueConfig          (mqs 400)
     │   ├── MessageNotFound             (mqs 404)
     │   └── LimitExceeded               a queue limit refused a send (mqs 413)
+    ├── ImportRefused               `mediator import` cannot go on (a wrong wallet key, a
+    │                               store that is not a mediator's...): one line, exit 1
     ├── RequestError                a malformed request (mqs 400, or `status` when set)
     ├── RateLimited                 an abuse limit refused a request (429, Retry-After)
     ├── HoldLost                    another socket took this socket's recipient over: its
@@ -57,6 +59,10 @@ class ReplicationShortfall(StorageError):
 
 class QueueError(MediatorError):
     pass
+
+
+class ImportRefused(MediatorError):
+    """An import cannot go on; the message is the one line the operator sees."""
 
 
 class HoldLost(MediatorError):

@@ -1,0 +1,174 @@
+"""The source of an import: an Askar store (ACA-Py's and Credo's wallets), opened so that
+nothing is ever written to it.
+
+Askar has no read-only mode, and opening a SQLite store may write to it (its journal), so a
+SQLite store is copied, with its `-wal` and `-shm` files, into a temporary directory and the
+copy is opened. A Postgres store is opened where it is: give the importer a role that can
+only read, or a restored dump (docs/migrating.md).
+
+The key method is the one the old mediator was configured with, in Askar's names or
+ACA-Py's (`ARGON2I_MOD`, `ARGON2I_INT`, `RAW`); without one, the store's own record says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from aries_askar import Store
+from aries_askar.error import AskarError, AskarErrorCode
+
+from mediator.errors import ImportRefused
+
+# ACA-Py's names for Askar's key methods (its multi-tenant admin API still uses them).
+KEY_METHODS = {
+    "argon2i_mod": "kdf:argon2i:mod",
+    "argon2i_int": "kdf:argon2i:int",
+    "raw": "raw",
+    "kdf:argon2i:mod": "kdf:argon2i:mod",
+    "kdf:argon2i:int": "kdf:argon2i:int",
+    "kdf:argon2i": "kdf:argon2i:mod",
+}
+SQLITE_COMPANIONS = ("-wal", "-shm")
+COPY_PREFIX = "mediator-import-"  # the temporary directory of a SQLite store's copy
+
+
+def key_method(name: str | None) -> str | None:
+    """Askar's name for a key method given in either spelling; None: the store decides."""
+    if not name:
+        return None
+    method = KEY_METHODS.get(name.strip().lower())
+    if method is None:
+        known = "kdf:argon2i:mod, kdf:argon2i:int, raw (or ARGON2I_MOD, ARGON2I_INT, RAW)"
+        raise ImportRefused(f"unknown wallet key method {name!r}: one of {known}")
+    return method
+
+
+def describe(uri: str) -> str:
+    """The store's URI without its password, for messages and reports."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+@dataclass
+class Item:
+    """One record: its category, name, value (JSON text) and tags."""
+
+    category: str
+    name: str
+    value: bytes
+    tags: dict[str, str]
+
+
+class SourceStore:
+    """An opened source store: records by category, keys by name, and the profile."""
+
+    def __init__(self, store: Any, profile: str, copy: Path | None, uri: str) -> None:
+        self._store = store
+        self.profile = profile
+        self._copy = copy
+        self.uri = uri
+
+    @classmethod
+    async def open(
+        cls, uri: str, pass_key: str, method: str | None = None, profile: str | None = None
+    ) -> SourceStore:
+        """Open `uri` read-only; ImportRefused, in one line, when it cannot be."""
+        scheme = urlsplit(uri).scheme
+        if scheme not in ("sqlite", "postgres"):
+            raise ImportRefused(
+                f"{describe(uri)}: a wallet URI is sqlite:///absolute/path/sqlite.db or "
+                "postgres://user:password@host:port/database"
+            )
+        askar_method = key_method(method)
+        copy: Path | None = None
+        target = uri
+        if scheme == "sqlite":
+            copy, target = await asyncio.to_thread(_copy_sqlite, uri)
+        try:
+            store = await Store.open(target, askar_method, pass_key, profile=profile)
+            name = profile or await store.get_default_profile()
+        except AskarError as exc:
+            if copy is not None:
+                shutil.rmtree(copy, ignore_errors=True)
+            raise ImportRefused(_explain(uri, exc, askar_method)) from exc
+        return cls(store, name, copy, uri)
+
+    async def items(self, category: str) -> AsyncIterator[Item]:
+        """Every record of `category`, as the store pages them."""
+        try:
+            async for entry in self._store.scan(category, profile=self.profile):
+                yield Item(category, entry.name, bytes(entry.value), dict(entry.tags))
+        except AskarError as exc:
+            raise ImportRefused(f"{describe(self.uri)}: reading {category}: {_first(exc)}") from exc
+
+    async def count(self, category: str) -> int:
+        try:
+            async with self._store.session(self.profile) as session:
+                return int(await session.count(category))
+        except AskarError as exc:
+            raise ImportRefused(
+                f"{describe(self.uri)}: counting {category}: {_first(exc)}"
+            ) from exc
+
+    async def secret_key(self, name: str) -> bytes | None:
+        """The private bytes of the key named `name` (an Ed25519 key's 32-byte seed), or
+        None when the store has no such key."""
+        try:
+            async with self._store.session(self.profile) as session:
+                entry = await session.fetch_key(name)
+        except AskarError as exc:
+            raise ImportRefused(f"{describe(self.uri)}: reading key: {_first(exc)}") from exc
+        if entry is None:
+            return None
+        return bytes(entry.key.get_secret_bytes())
+
+    async def close(self) -> None:
+        try:
+            await self._store.close()
+        finally:
+            if self._copy is not None:
+                shutil.rmtree(self._copy, ignore_errors=True)
+
+
+def _copy_sqlite(uri: str) -> tuple[Path, str]:
+    path = Path(urlsplit(uri).path)
+    if not path.is_file():
+        raise ImportRefused(f"{uri}: no such file")
+    copy = Path(tempfile.mkdtemp(prefix=COPY_PREFIX))
+    try:
+        shutil.copy2(path, copy / path.name)
+        for suffix in SQLITE_COMPANIONS:
+            companion = path.with_name(path.name + suffix)
+            if companion.exists():
+                shutil.copy2(companion, copy / companion.name)
+    except OSError as exc:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise ImportRefused(f"{uri}: cannot be read: {exc.strerror or exc}") from exc
+    return copy, f"sqlite://{copy / path.name}"
+
+
+def _first(exc: AskarError) -> str:
+    return str(exc).splitlines()[0] if str(exc) else exc.code.name.lower()
+
+
+def _explain(uri: str, exc: AskarError, method: str | None) -> str:
+    where = describe(uri)
+    if exc.code == AskarErrorCode.ENCRYPTION:
+        return f"{where}: the wallet key does not open this store (wrong key)"
+    if exc.code == AskarErrorCode.INPUT and "key method" in str(exc):
+        return f"{where}: the store was not made with key method {method} (leave it out)"
+    if exc.code == AskarErrorCode.NOT_FOUND:
+        return f"{where}: no such store or profile"
+    if exc.code == AskarErrorCode.BACKEND:
+        return f"{where}: not an Askar store, or unreachable ({_first(exc)})"
+    return f"{where}: {_first(exc)}"
