@@ -178,17 +178,18 @@ async def test_dead_letter_handover_left_unfinished_is_completed_by_upkeep(
 
 
 async def test_retention_counts_from_first_enqueue_in_dead_letter_queue(engine: Engine, qname: str):
+    # Timers of seconds: the test looks before the deadline too (docs/testing.md).
     src, dlq = QueueRef(NS, qname), QueueRef(NS, qname + "-dlq")
-    await engine.create_queue(dlq, cfg(retention_ms=600, visibility_timeout_ms=0))
+    await engine.create_queue(dlq, cfg(retention_ms=3000, visibility_timeout_ms=0))
     await engine.create_queue(
         src, cfg(visibility_timeout_ms=0, max_receives=1, dead_letter_queue=dlq.name)
     )
     await engine.send(src, [msg(b"old")])
-    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 350)
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 1000)
     (moved,) = (await engine.receive(src, 1)).messages  # moved to the DLQ now
-    assert len((await engine.receive(dlq, 1)).messages) == 1  # 350 ms old: still kept
-    # The retention ends 600 ms after the first enqueue, some 250 ms after the move.
-    await until_redis_ms(engine.redis, moved.published_ms + 600)
+    assert len((await engine.receive(dlq, 1)).messages) == 1  # 1 s old: still kept
+    # The retention ends 3 s after the first enqueue, some 2 s after the move.
+    await until_redis_ms(engine.redis, moved.published_ms + 3000)
     assert (await engine.receive(dlq, 1)).messages == []
     assert (await engine.stats(dlq)).messages == 0
 

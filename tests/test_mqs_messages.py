@@ -238,7 +238,7 @@ async def test_concurrent_http_receivers_never_share_a_message(
 async def test_message_returns_after_visibility_timeout_with_receive_count(
     http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
-    await create_ms(engine, qname, visibility_ms=250)
+    await create_ms(engine, qname, visibility_ms=1000)  # it looks before the deadline too
     mid = await send(http_a, qname, b"again")
     (first,) = await receive(http_a, qname)
     assert first.headers["x-mqs-message-receives"] == "1"
@@ -310,15 +310,16 @@ async def test_dead_lettered_message_is_deletable_while_in_flight(
 async def test_retention_counts_from_first_enqueue_in_the_dead_letter_queue(
     http_a: httpx.AsyncClient, engine: Engine, qname: str
 ):
+    # Timers of seconds: the test looks before the deadline too (docs/testing.md).
     dlq = qname + "-dlq"
-    await create_ms(engine, dlq, retention_ms=600, visibility_ms=0)
+    await create_ms(engine, dlq, retention_ms=3000, visibility_ms=0)
     await create(http_a, qname, visibility=0, max_receives=1, dlq=dlq)
     await send(http_a, qname, b"aging")
-    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 350)
-    (moved,) = await receive(http_a, qname)  # moved now, 350 ms after the send
-    assert len(await receive(http_a, dlq)) == 1  # still within 600 ms of the first enqueue
-    await until_redis_ms(engine.redis, header_ms(moved, "x-mqs-message-published-at") + 600)
-    assert await receive(http_a, dlq) == []  # 600 ms after the first enqueue: gone
+    await until_redis_ms(engine.redis, await redis_ms(engine.redis) + 1000)
+    (moved,) = await receive(http_a, qname)  # moved now, 1 s after the send
+    assert len(await receive(http_a, dlq)) == 1  # still within 3 s of the first enqueue
+    await until_redis_ms(engine.redis, header_ms(moved, "x-mqs-message-published-at") + 3000)
+    assert await receive(http_a, dlq) == []  # 3 s after the first enqueue (not the move): gone
     status = (await http_a.get(f"/queues/{dlq}")).json()["status"]
     assert status["messages"] == 0
 
