@@ -24,6 +24,7 @@ from mediator.engine import Engine, keys
 from mediator.engine.wakeups import WakeHub
 from mediator.mediation.abuse import Limiter
 from mediator.mediation.handshakes import HandshakeBook
+from mediator.mediation.imported import Sealer, load_imported
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
@@ -113,7 +114,16 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
         hub = WakeHub(backend.subscriber, engine.wake_channel)
         routes = RouteCache(node.route_cache_seconds)
         hub.listen(keys.ROUTES_CHANNEL, routes.forget, routes.clear)
-        store = MediationStore(redis, routes)
+        sealer = Sealer(identity)
+        store = MediationStore(redis, routes, sealer)
+        imported = await load_imported(redis, sealer)
+        if imported.source is not None:
+            log.info(
+                "serving what was imported from %s: %d routing key(s), %d invitation(s)",
+                imported.source.get("kind", "another mediator"),
+                len(imported.routing_keys),
+                len(imported.invitations),
+            )
         presence = Presence(
             redis,
             node.resolved_id,
@@ -156,6 +166,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             presence=presence,
             notifier=notifier,
             limiter=Limiter(engine.scripts, settings.limits, redis, identity.sigkey[:32]),
+            imported=imported,
         )
         app.state.didcomm = Pipeline(services, settings.websocket, metrics_)
         background = plugins.node_services(plugins.NodeParts(rt, pusher, notifier, metrics_))

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -29,61 +31,73 @@ def serve(**options: Any) -> None:
 
     Without --redis-url it starts a private embedded server whose data lives in --data-dir.
     """
-    import uvicorn
-
-    from mediator.app import create_app
-    from mediator.embedded import EmbeddedServer
     from mediator.ops import allocator, logs
-    from mediator.storage.target import parse as parse_redis_url
-    from mediator.transport.socket_protocol import LeanWebSocketProtocol
 
     settings = build_settings(options)
     logs.configure(settings.node.log_level, settings.node.resolved_id)
     allocator.tune()
-    embedded = None
-    url = settings.redis.url
     try:
-        if not url:
-            embedded = EmbeddedServer(
-                settings.embedded.data_dir,
-                binary=settings.embedded.server_binary,
-                stream_node_max_bytes=settings.embedded.stream_node_max_bytes,
-                appendfsync=settings.embedded.appendfsync,
-            )
-            embedded.start()
-            url = embedded.url
-        parse_redis_url(url)  # a malformed URL is refused here, with what was expected
-        app = create_app(settings, url)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=settings.node.host,
-                port=settings.node.port,
-                loop="uvloop",
-                http="httptools",
-                ws=LeanWebSocketProtocol,
-                log_config=None,
-                access_log=False,
-                timeout_graceful_shutdown=10,
-                timeout_keep_alive=75,
-                ws_per_message_deflate=settings.websocket.compression,
-                ws_ping_interval=settings.websocket.ping_seconds,
-                ws_ping_timeout=settings.websocket.ping_seconds,
-                # A larger frame closes the socket (1009) before it is read into memory.
-                ws_max_size=settings.didcomm.max_envelope_bytes + WS_FRAME_MARGIN,
-                # Client addresses come from X-Forwarded-For only through --trusted-proxies.
-                proxy_headers=False,
-            )
-        )
-        app.state.server = server  # SIGTERM drains first, then stops it (mediator.cluster.drain)
-        server.run()
-        if not server.started:
-            sys.exit(3)  # as uvicorn.run: the application failed to start
+        with redis_url_of(settings) as url:
+            _serve(settings, url)
     except MediatorError as exc:
         fail(exc)
+
+
+@contextlib.contextmanager
+def redis_url_of(settings: Settings) -> Iterator[str]:
+    """--redis-url, else the embedded server's, started in --data-dir (and stopped after)."""
+    from mediator.embedded import EmbeddedServer
+    from mediator.storage.target import parse as parse_redis_url
+
+    if settings.redis.url:
+        parse_redis_url(settings.redis.url)  # a malformed URL is refused here, with why
+        yield settings.redis.url
+        return
+    embedded = EmbeddedServer(
+        settings.embedded.data_dir,
+        binary=settings.embedded.server_binary,
+        stream_node_max_bytes=settings.embedded.stream_node_max_bytes,
+        appendfsync=settings.embedded.appendfsync,
+    )
+    embedded.start()
+    try:
+        yield embedded.url
     finally:
-        if embedded is not None:
-            embedded.stop()
+        embedded.stop()
+
+
+def _serve(settings: Settings, url: str) -> None:
+    import uvicorn
+
+    from mediator.app import create_app
+    from mediator.transport.socket_protocol import LeanWebSocketProtocol
+
+    app = create_app(settings, url)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.node.host,
+            port=settings.node.port,
+            loop="uvloop",
+            http="httptools",
+            ws=LeanWebSocketProtocol,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=10,
+            timeout_keep_alive=75,
+            ws_per_message_deflate=settings.websocket.compression,
+            ws_ping_interval=settings.websocket.ping_seconds,
+            ws_ping_timeout=settings.websocket.ping_seconds,
+            # A larger frame closes the socket (1009) before it is read into memory.
+            ws_max_size=settings.didcomm.max_envelope_bytes + WS_FRAME_MARGIN,
+            # Client addresses come from X-Forwarded-For only through --trusted-proxies.
+            proxy_headers=False,
+        )
+    )
+    app.state.server = server  # SIGTERM drains first, then stops it (mediator.cluster.drain)
+    server.run()
+    if not server.started:
+        sys.exit(3)  # as uvicorn.run: the application failed to start
 
 
 @main.command()
@@ -215,6 +229,106 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
         identity = await load_identity(backend.client, didcomm.key_seed)
         book = HandshakeBook(backend.client)
         return await book.invitation(identity, didcomm, settings.public_endpoint)
+
+
+@main.command("import")
+@click.argument("kind", type=click.Choice(["acapy", "credo"]))
+@click.option(
+    "--wallet-uri",
+    required=True,
+    envvar="MEDIATOR_IMPORT_WALLET_URI",
+    show_envvar=True,
+    help="The old mediator's Askar store: sqlite:///abs/path/sqlite.db or "
+    "postgres://user:password@host:port/database.",
+)
+@click.option(
+    "--wallet-key",
+    envvar="MEDIATOR_IMPORT_WALLET_KEY",
+    show_envvar=True,
+    help="The store's key, as the old mediator was given it. Secret: better given as a file.",
+)
+@click.option(
+    "--wallet-key-file",
+    type=click.Path(dir_okay=False),
+    envvar="MEDIATOR_IMPORT_WALLET_KEY_FILE",
+    show_envvar=True,
+    help="A file holding --wallet-key (a mounted secret).",
+)
+@click.option(
+    "--wallet-key-method",
+    envvar="MEDIATOR_IMPORT_WALLET_KEY_METHOD",
+    show_envvar=True,
+    help="kdf:argon2i:mod, kdf:argon2i:int or raw (also ACA-Py's ARGON2I_MOD, ARGON2I_INT, "
+    "RAW). Default: the method the store records.",
+)
+@click.option(
+    "--wallet-profile",
+    envvar="MEDIATOR_IMPORT_WALLET_PROFILE",
+    show_envvar=True,
+    help="The store's profile holding the mediator. Default: the store's default profile.",
+)
+@click.option(
+    "--queue-url",
+    envvar="MEDIATOR_IMPORT_QUEUE_URL",
+    show_envvar=True,
+    help="credo: the Postgres database of its queue when it was not kept in the store "
+    "(postgres://user:password@host:port/messagepickuprepository).",
+)
+@click.option("--dry-run", is_flag=True, help="Read everything, say what would be written.")
+@settings_options("import")
+def import_(
+    kind: str,
+    wallet_uri: str,
+    wallet_key: str | None,
+    wallet_key_file: str | None,
+    wallet_key_method: str | None,
+    wallet_profile: str | None,
+    queue_url: str | None,
+    dry_run: bool,
+    **options: Any,
+) -> None:
+    """Carry an ACA-Py or Credo mediator over: its routing and connection keys, invitations,
+    wallets' mediation and keylists, and (Credo) the messages it held for them.
+
+    Stop the old mediator first; the store is read and never written. The target is
+    --redis-url, else the embedded server in --data-dir. Then start the nodes on the old
+    mediator's public endpoint: every wallet and its contacts carry on. Running it again
+    imports nothing new; a run stopped halfway can be run again. docs/migrating.md has the
+    whole cutover.
+    """
+    from mediator.imports.run import ImportOptions, report_lines, run_import
+
+    settings = build_settings(options)
+    key = _secret(wallet_key, wallet_key_file, "--wallet-key")
+    if queue_url and kind != "credo":
+        fail("--queue-url is a Credo mediator's queue: ACA-Py keeps none")
+    chosen = ImportOptions(
+        kind, wallet_uri, key, wallet_key_method, wallet_profile, dry_run, queue_url
+    )
+    try:
+        with redis_url_of(settings) as url:
+            outcome = asyncio.run(
+                run_import(settings, url, chosen, lambda line: click.echo(line, err=True))
+            )
+    except MediatorError as exc:
+        fail(exc, 1)
+    for line in report_lines(outcome, dry_run=dry_run):
+        click.echo(line)
+    refused = sum(outcome.report.refused.values())
+    if refused:
+        fail(f"{refused:,} records were refused (listed above); the rest was imported", 1)
+
+
+def _secret(value: str | None, path: str | None, flag: str) -> str:
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                return file.read().strip()
+        except OSError as exc:
+            fail(f"{flag}-file {path}: {exc.strerror or exc}")
+    if value is None:
+        fail(f"give {flag} or {flag}-file")
+    return value
 
 
 def _add_plugged_commands() -> None:

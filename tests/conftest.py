@@ -45,6 +45,15 @@ async def redis_client(backend: Backend) -> RedisClient:
     return backend.client
 
 
+@pytest.fixture(scope="module")
+async def module_redis(redis_url: str) -> AsyncIterator[RedisClient]:
+    """The session's Redis, as a client for a module's fixtures and tests."""
+    backend = Backend(redis_url)
+    await backend.start()
+    yield backend.client
+    await backend.aclose()
+
+
 @pytest.fixture
 async def engine(redis_client: RedisClient) -> Engine:
     """An engine with a node channel of its own, as a node's (a WakeHub listens there)."""

@@ -8,6 +8,7 @@ the app in this process)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from mediator.client import (
 )
 from mediator.client import mediator_key as key_of
 from mediator.client.transports import ENVELOPE_TYPE
+from mediator.didcomm.keys import KeyPair
 
 ENVELOPE = {"content-type": ENVELOPE_TYPE}
 
@@ -32,6 +34,7 @@ __all__ = [
     "Reach",
     "attachments",
     "collect",
+    "connected_peer",
     "forward",
     "live_peer",
     "mediator_key",
@@ -118,6 +121,30 @@ class Peer(Recipient):
 
     async def send_raw(self, msg: dict[str, Any], *, anon: bool = False) -> None:
         await self.ws.send(self.pack(msg, anon=anon))
+
+
+class _Connected(Peer):
+    async def __aenter__(self) -> Peer:
+        await Recipient.__aenter__(self)
+        return self
+
+
+def connected_peer(
+    node: str | Reach,
+    mediator: str,
+    keys: KeyPair,
+    transport: str = "http",
+    recipient_seeds: Sequence[bytes] = (),
+) -> Peer:
+    """A wallet that has its connection already (imported from another mediator, say): its
+    key `keys`, the mediator's key on the connection `mediator`, its recipient keys' seeds;
+    no exchange on entering."""
+    peer = _Connected(node, mediator, transport)
+    peer.keys = keys
+    for seed in recipient_seeds:
+        pair = KeyPair.from_seed(seed)
+        peer.recipient_keys[pair.verkey_b58] = pair
+    return peer
 
 
 async def forward(

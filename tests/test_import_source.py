@@ -66,7 +66,7 @@ async def test_a_store_is_read_and_left_as_it_was(
     before, copies_before = digests(tmp_path), copies()
     source = await SourceStore.open(f"sqlite://{path}", PASS, given)
     try:
-        items = [item async for item in source.items("connection")]
+        items = [item async for item in source.items("connection", with_tags=True)]
         assert [(i.name, i.value, i.tags) for i in items] == [
             ("c-1", b'{"state": "active"}', {"state": "active"})
         ]

@@ -2,11 +2,24 @@
 // stdout, logs on stderr. Used by the interop tests (tests/interop/credo.py).
 //
 //   node agent.js '{"label": "...", "mediatorInvitationUrl": "...", "pickup": "PickUpV2",
-//                   "inboundPort": 0, "pollingMs": 500}'
+//                   "inboundPort": 0, "pollingMs": 500,
+//                   "storage": {"path": "/abs/dir", "id": "...", "key": "...",
+//                               "keyDerivationMethod": "kdf:argon2i:mod"}}'
 //
-// Commands: {"id", "cmd": "create-invitation" | "receive-invitation" (url) | "send"
-// (connectionId, content) | "messages" | "mediation" | "connections" | "set-device-info"
-// (service fcm|apns, deviceToken, devicePlatform) | "get-device-info" (service) | "shutdown"}.
+// Without "storage" the wallet lives in memory and is gone when the process ends. With it,
+// the wallet is the Askar SQLite store <path>/sqlite.db (profile = id), created on first
+// start and reopened on later ones: same connections, same mediation, same keys.
+//
+// Commands: {"id", "cmd": "create-invitation" (multiUse, invitationDid: a DID to put in
+// the invitation instead of an inline service) | "receive-invitation" (url, reuseConnection,
+// timeoutMs) | "send" (connectionId, content) | "messages" | "basic-messages" | "mediation" |
+// "mediations" | "connections" | "set-device-info" (service fcm|apns, deviceToken,
+// devicePlatform) | "get-device-info" (service) | "shutdown"}.
+// "messages" are the basic messages this process received; "basic-messages" all basic
+// message records in the wallet (both directions, kept across restarts).
+// "receive-invitation" answers {connectionId, reused}: reused is true when Credo found a
+// connection it already had for the invitation's key or DID and, with reuseConnection,
+// kept it (OOB handshake-reuse) instead of making a new one.
 // The device-info commands act on the mediator connection through Credo's push
 // notifications module (@credo-ts/push-notifications), as a wallet registers its phone.
 // Answers: {"id", "ok": true, ...} or {"id", "ok": false, "error"}.
@@ -31,6 +44,7 @@ const {
   ConnectionsModule,
   ConsoleLogger,
   HttpOutboundTransport,
+  KeyDerivationMethod,
   LogLevel,
   MediationRecipientModule,
   MediatorPickupStrategy,
@@ -46,6 +60,62 @@ const { PushNotificationsApnsModule, PushNotificationsFcmModule } = load(
 const options = JSON.parse(process.argv[2] || '{}')
 const received = []
 let stopping = false
+
+
+// Askar's names for the key derivation methods, as didcomm-mediator-credo and our importer
+// spell them, to Credo 0.5's.
+const KEY_METHODS = {
+  'kdf:argon2i:mod': KeyDerivationMethod.Argon2IMod,
+  'kdf:argon2i:int': KeyDerivationMethod.Argon2IInt,
+  raw: KeyDerivationMethod.Raw,
+}
+
+function walletConfig(storage) {
+  if (!storage) {
+    return {
+      id: `w-${crypto.randomUUID()}`,
+      key: crypto.randomUUID(),
+      storage: { type: 'sqlite', config: { inMemory: true } },
+    }
+  }
+  if (!storage.path || !path.isAbsolute(storage.path)) throw new Error('storage.path: an absolute folder')
+  if (!storage.id || !storage.key) throw new Error('storage: id and key are needed')
+  const method = storage.keyDerivationMethod || 'kdf:argon2i:mod'
+  if (!(method in KEY_METHODS)) throw new Error(`storage.keyDerivationMethod ${method}: ${Object.keys(KEY_METHODS)}`)
+  return {
+    id: storage.id,
+    key: storage.key,
+    keyDerivationMethod: KEY_METHODS[method],
+    storage: { type: 'sqlite', config: { path: path.join(storage.path, 'sqlite.db') } },
+  }
+}
+
+const connectionJson = (r) => ({
+  id: r.id,
+  state: r.state,
+  role: r.role,
+  protocol: r.protocol,
+  theirLabel: r.theirLabel,
+  did: r.did,
+  theirDid: r.theirDid,
+  outOfBandId: r.outOfBandId,
+  invitationDid: r.invitationDid,
+  mediatorId: r.mediatorId,
+  createdAt: r.createdAt,
+})
+
+const mediationJson = (m) => ({
+  id: m.id,
+  connectionId: m.connectionId,
+  state: m.state,
+  role: m.role,
+  default: m.getTags().default === true,
+  endpoint: m.endpoint,
+  routingKeys: m.routingKeys,
+  recipientKeys: m.recipientKeys,
+  pickup: m.pickupStrategy ?? null,
+  createdAt: m.createdAt,
+})
 
 
 class StderrLogger extends ConsoleLogger {
@@ -79,11 +149,7 @@ async function main() {
   const agent = new Agent({
     config: {
       label: options.label || 'credo',
-      walletConfig: {
-        id: `w-${crypto.randomUUID()}`,
-        key: crypto.randomUUID(),
-        storage: { type: 'sqlite', config: { inMemory: true } },
-      },
+      walletConfig: walletConfig(options.storage),
       endpoints: port ? [`http://127.0.0.1:${port}`] : undefined,
       logger: new StderrLogger(LogLevel[options.logLevel || 'warn']),
     },
@@ -108,7 +174,14 @@ async function main() {
   if (options.mediatorInvitationUrl) {
     const mediator = await agent.mediationRecipient.findDefaultMediator()
     ready.mediation = mediator ? mediator.state : null
+    ready.mediationId = mediator ? mediator.id : null
+    ready.mediatorConnectionId = mediator ? mediator.connectionId : null
   }
+  // What the wallet holds right after start: a restarted wallet shows the connections and
+  // mediation records of its earlier runs and, if Credo reused them, no new ones.
+  ready.connections = (await agent.connections.getAll()).length
+  ready.mediations = (await agent.mediationRecipient.getMediators()).length
+  if (options.storage) ready.storage = { path: options.storage.path, id: options.storage.id }
   emit(ready)
 
   const mediatorConnection = async () => {
@@ -118,36 +191,54 @@ async function main() {
   }
 
   const handlers = {
-    'create-invitation': async () => {
-      const oob = await agent.oob.createInvitation({ multiUseInvitation: false })
-      return { url: oob.outOfBandInvitation.toUrl({ domain: 'https://example.org' }) }
+    'create-invitation': async (c) => {
+      const oob = await agent.oob.createInvitation({
+        multiUseInvitation: Boolean(c.multiUse),
+        ...(c.invitationDid ? { invitationDid: c.invitationDid } : {}),
+      })
+      return {
+        url: oob.outOfBandInvitation.toUrl({ domain: 'https://example.org' }),
+        outOfBandId: oob.id,
+        invitationId: oob.outOfBandInvitation.id,
+      }
     },
     'receive-invitation': async (c) => {
-      const { connectionRecord } = await agent.oob.receiveInvitationFromUrl(c.url)
+      const before = new Set((await agent.connections.getAll()).map((r) => r.id))
+      const { connectionRecord } = await agent.oob.receiveInvitationFromUrl(c.url, {
+        reuseConnection: Boolean(c.reuseConnection),
+      })
+      if (!connectionRecord) throw new Error('the invitation made no connection')
       const connected = await agent.connections.returnWhenIsConnected(connectionRecord.id, {
         timeoutMs: c.timeoutMs || 30000,
       })
-      return { connectionId: connected.id }
+      return { connectionId: connected.id, reused: before.has(connected.id) }
     },
     send: async (c) => {
       await agent.basicMessages.sendMessage(c.connectionId, c.content)
       return {}
     },
     messages: async () => ({ messages: received }),
-    connections: async () => ({
-      connections: (await agent.connections.getAll()).map((r) => ({
-        id: r.id,
-        state: r.state,
-        protocol: r.protocol,
-        theirLabel: r.theirLabel,
-      })),
+    'basic-messages': async () => ({
+      messages: (await agent.basicMessages.findAllByQuery({}))
+        .sort((a, b) => a.createdAt - b.createdAt)
+        .map((r) => ({
+          id: r.id,
+          connectionId: r.connectionId,
+          role: r.role,
+          content: r.content,
+          sentTime: r.sentTime,
+          createdAt: r.createdAt,
+        })),
     }),
+    connections: async () => ({ connections: (await agent.connections.getAll()).map(connectionJson) }),
     mediation: async () => {
       const m = await agent.mediationRecipient.findDefaultMediator()
-      return m
-        ? { state: m.state, endpoint: m.endpoint, routingKeys: m.routingKeys, pickup: m.pickupStrategy }
-        : { state: null }
+      if (!m) return { state: null }
+      // The answer's "id" is the command's: the record's id goes as mediationId.
+      const { id, ...record } = mediationJson(m)
+      return { mediationId: id, ...record }
     },
+    mediations: async () => ({ mediations: (await agent.mediationRecipient.getMediators()).map(mediationJson) }),
     'set-device-info': async (c) => {
       const connectionId = await mediatorConnection()
       const info = { deviceToken: c.deviceToken, devicePlatform: c.devicePlatform }

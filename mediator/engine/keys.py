@@ -369,6 +369,13 @@ def mediator_identity() -> str:
 IDENTITY_SEED = "seed"
 
 
+def imported() -> str:
+    """Hash: what `mediator import` carried over from another mediator: its routing and
+    invitation keys (sealed), invitations, endpoints and their paths, and which store it
+    was (mediator/mediation/imported.py)."""
+    return "d:imported"
+
+
 def invitation(verkey: str) -> str:
     """Hash: a single-use invitation's key seed and id, until a request consumes it."""
     return f"d:inv:{verkey}"

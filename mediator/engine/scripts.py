@@ -45,6 +45,7 @@ NAMES = (
     "thread_order",
     "peek",
     "connection_create",
+    "connection_import",
     "reclaim_inflight",
     "hold",
     "route",

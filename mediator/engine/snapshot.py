@@ -21,6 +21,8 @@ SCRIPT = "snapshot_page"
 CONFIG_COST, PRESENCE_COST, MQS_COST, HELD_COST = 1, 1, 2, 9
 COUNT_FIELDS = ("bytes", "created", "la", "ld", "lr")  # config fields the scripts keep
 SETTING_FIELDS = tuple(f for f in QUEUE_FIELDS if f not in COUNT_FIELDS)
+# An imported connection's sealed key (mediator/mediation/record.py IMPORTED_KEY).
+SEALED_FIELD = "ik"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ class QueueReading:
         record = {flat[i].decode("latin-1"): flat[i + 1] for i in range(0, len(flat), 2)}
         if "created" not in record:
             return None
+        record.pop(SEALED_FIELD, None)  # never leaves the reader, even sealed
         stats = queue_stats(counts) if counts else None
         if stats is None:
             stats = QueueStats(

@@ -37,6 +37,7 @@ KEY_METHODS = {
 }
 SQLITE_COMPANIONS = ("-wal", "-shm")
 COPY_PREFIX = "mediator-import-"  # the temporary directory of a SQLite store's copy
+LOOKUP_SESSIONS = 4
 
 
 def key_method(name: str | None) -> str | None:
@@ -77,6 +78,9 @@ class SourceStore:
         self.profile = profile
         self._copy = copy
         self.uri = uri
+        self._readers: list[Any] = []  # sessions for lookups, opened on first use
+        self._turn = 0
+        self._opening = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -103,13 +107,51 @@ class SourceStore:
             raise ImportRefused(_explain(uri, exc, askar_method)) from exc
         return cls(store, name, copy, uri)
 
-    async def items(self, category: str) -> AsyncIterator[Item]:
-        """Every record of `category`, as the store pages them."""
+    async def items(
+        self, category: str, tags: dict[str, str] | None = None, *, with_tags: bool = False
+    ) -> AsyncIterator[Item]:
+        """Every record of `category` (whose tags include `tags`), as the store pages them;
+        their own tags only `with_tags` (reading them costs as much as the rest)."""
         try:
-            async for entry in self._store.scan(category, profile=self.profile):
-                yield Item(category, entry.name, bytes(entry.value), dict(entry.tags))
+            async for entry in self._store.scan(category, tags, profile=self.profile):
+                found = dict(entry.tags) if with_tags else {}
+                yield Item(category, entry.name, bytes(entry.value), found)
         except AskarError as exc:
             raise ImportRefused(f"{describe(self.uri)}: reading {category}: {_first(exc)}") from exc
+
+    async def item(self, category: str, name: str) -> Item | None:
+        """The record of `category` named `name`, if there is one."""
+        session = await self._session()
+        try:
+            entry = await session.fetch(category, name)
+        except AskarError as exc:
+            raise ImportRefused(f"{describe(self.uri)}: reading {category}: {_first(exc)}") from exc
+        if entry is None:
+            return None
+        return Item(category, entry.name, bytes(entry.value), dict(entry.tags))
+
+    async def find(self, category: str, tags: dict[str, str], limit: int = 8) -> list[Item]:
+        """Up to `limit` records of `category` whose tags include `tags`."""
+        session = await self._session()
+        try:
+            found = await session.fetch_all(category, tags, limit)
+        except AskarError as exc:
+            raise ImportRefused(f"{describe(self.uri)}: reading {category}: {_first(exc)}") from exc
+        return [Item(category, e.name, bytes(e.value), dict(e.tags)) for e in found]
+
+    async def _session(self) -> Any:
+        """A session for a lookup. Lookups run concurrently (an import resolves many
+        connections at once) over LOOKUP_SESSIONS sessions, taken in turn: each lookup
+        waits on Askar's threads, not on the one before it."""
+        if len(self._readers) < LOOKUP_SESSIONS:
+            async with self._opening:
+                while len(self._readers) < LOOKUP_SESSIONS:
+                    try:
+                        self._readers.append(await self._store.session(self.profile))
+                    except AskarError as exc:
+                        raise ImportRefused(f"{describe(self.uri)}: {_first(exc)}") from exc
+        self._turn = (self._turn + 1) % LOOKUP_SESSIONS
+        return self._readers[self._turn]
 
     async def count(self, category: str) -> int:
         try:
@@ -123,9 +165,9 @@ class SourceStore:
     async def secret_key(self, name: str) -> bytes | None:
         """The private bytes of the key named `name` (an Ed25519 key's 32-byte seed), or
         None when the store has no such key."""
+        session = await self._session()
         try:
-            async with self._store.session(self.profile) as session:
-                entry = await session.fetch_key(name)
+            entry = await session.fetch_key(name)
         except AskarError as exc:
             raise ImportRefused(f"{describe(self.uri)}: reading key: {_first(exc)}") from exc
         if entry is None:
@@ -134,6 +176,9 @@ class SourceStore:
 
     async def close(self) -> None:
         try:
+            readers, self._readers = self._readers, []
+            for reader in readers:
+                await reader.close()
             await self._store.close()
         finally:
             if self._copy is not None:
@@ -154,7 +199,8 @@ def _copy_sqlite(uri: str) -> tuple[Path, str]:
     except OSError as exc:
         shutil.rmtree(copy, ignore_errors=True)
         raise ImportRefused(f"{uri}: cannot be read: {exc.strerror or exc}") from exc
-    return copy, f"sqlite://{copy / path.name}"
+    # Room for the lookup sessions beside a scan (Askar's default pool is smaller).
+    return copy, f"sqlite://{copy / path.name}?max_connections={LOOKUP_SESSIONS + 4}"
 
 
 def _first(exc: AskarError) -> str:

@@ -17,12 +17,19 @@ from typing import Any
 from base58 import b58encode
 
 from mediator.didcomm.did_doc import Service
-from mediator.didcomm.invitation import invitation_urls, multi_use_id
+from mediator.didcomm.invitation import (
+    invitation_url,
+    invitation_urls,
+    legacy_invitation,
+    legacy_invitation_url,
+    multi_use_id,
+)
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.engine.replies import connection_created
 from mediator.engine.scripts import Scripts
 from mediator.mediation import record as rec
+from mediator.mediation.imported import Imported, ImportedInvitation
 from mediator.mediation.keymaps import is_verkey, raw_key
 from mediator.mediation.record import COMPLETED, RESPONDED
 from mediator.settings import DidcommSettings
@@ -143,10 +150,17 @@ class HandshakeBook:
         return None if value is None else _text(value)
 
     async def invitation(
-        self, identity: KeyPair, settings: DidcommSettings, endpoint: str
+        self,
+        identity: KeyPair,
+        settings: DidcommSettings,
+        endpoint: str,
+        imported: Imported | None = None,
     ) -> dict[str, Any]:
-        """What `GET /invitation` answers: the multi-use invitation, or a new single-use one;
-        `endpoint`: ours, public."""
+        """What `GET /invitation` answers: the invitation imported from the mediator we
+        replaced (wallet apps ship it), else the multi-use invitation, or a new single-use
+        one; `endpoint`: ours, public."""
+        if imported is not None and imported.invitations:
+            return imported_urls(imported.invitations[0], endpoint)
         if settings.invitation_multi_use:
             keys_, oob_id = identity, multi_use_id(identity)
         else:
@@ -187,3 +201,21 @@ class HandshakeBook:
     async def consume(self, verkey: str) -> bool:
         """Use up a single-use invitation: True for the one request that gets it."""
         return bool(await self.redis.delete(keys.invitation(verkey)))
+
+
+def imported_urls(invitation: ImportedInvitation, endpoint: str) -> dict[str, Any]:
+    """An imported invitation as `GET /invitation` answers it: the same message (same
+    `@id`, key and label) the old mediator handed out, in its own form (Out-of-Band, or
+    connections 1.0 `?c_i=`), and the other form of the same key and id."""
+    legacy = legacy_invitation(invitation.keys, endpoint, invitation.label, invitation.id)
+    if invitation.legacy:
+        legacy = invitation.message
+    url = legacy_invitation_url(endpoint, legacy)
+    own = url if invitation.legacy else invitation_url(endpoint, invitation.message)
+    return {
+        "invitation_url": own,
+        "legacy_invitation_url": url,
+        "invitation": invitation.message,
+        "multi_use": True,
+        "imported": True,
+    }

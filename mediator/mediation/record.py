@@ -21,6 +21,12 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     nc   a claim of its notification not settled yet;  ni  the notification's id (retries)
     k:<32 raw bytes>   a registered recipient key (its keylist)
 
+A connection carried over from another mediator (`mediator import`) also has:
+
+    ik   our key on it, sealed (mediator/mediation/imported.py): not derived from our seed
+    kf   b: keylist answers name keys in base58, as its old mediator did (else did:key)
+    iq   how many of its queued messages the import has put in its queue
+
 None of these names is a queue field (mediator/engine/model.py QUEUE_FIELDS), nor starts
 with `q:` (a queue's tally of a sender's bytes, mediator/mediation/senders.py).
 """
@@ -43,6 +49,10 @@ DEVICE_TOKEN: Final = "dt"
 DEVICE_PLATFORM: Final = "dp"
 DEVICE_APP: Final = "da"
 KEY: Final = b"k:"  # + the recipient key's raw bytes
+IMPORTED_KEY: Final = "ik"
+KEY_FORMAT: Final = "kf"
+BASE58: Final = "b"  # KEY_FORMAT's value
+IMPORTED_MESSAGES: Final = "iq"
 
 # What the code calls the states, and how the record writes them.
 RESPONDED: Final = "responded"

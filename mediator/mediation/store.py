@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from base58 import b58encode
 
 from mediator.didcomm.did_doc import Service
+from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from mediator.engine.replies import RouteAddCode, held, route_added
 from mediator.engine.scripts import Scripts
 from mediator.mediation import record as rec
 from mediator.mediation.handshakes import services_from_json
+from mediator.mediation.imported import Sealer
 from mediator.mediation.keymaps import raw_key
 from mediator.mediation.record import DENIED, GRANTED
 from mediator.storage.clients import RedisClient
@@ -42,6 +44,8 @@ class Connection:
     explicit_pickup: bool  # it has spoken a pickup or queue protocol: no implicit drains
     handshake: str | None = None  # responded or completed; None: no handshake made it
     push: tuple[Service, ...] = ()  # endpoints its messages are pushed to
+    ours: KeyPair | None = None  # our key on it, when imported (else derived from the seed)
+    keylist_base58: bool = False  # imported: its keylist answers name keys in base58
 
     @property
     def granted(self) -> bool:
@@ -87,24 +91,41 @@ class RouteCache:
 
 
 class MediationStore:
-    def __init__(self, redis: RedisClient, routes: RouteCache | None = None) -> None:
+    def __init__(
+        self, redis: RedisClient, routes: RouteCache | None = None, sealer: Sealer | None = None
+    ) -> None:
+        """`sealer`: opens the keys of imported connections (none: they are not served)."""
         self.redis = redis
         self.scripts = Scripts(redis)
         self.routes = routes or RouteCache(0)
+        self.sealer = sealer
 
     async def connection(self, verkey: str) -> Connection:
         fields = await self.redis.hmget(
             keys.connection_keys(verkey).record,
-            [rec.MEDIATION, rec.EXPLICIT, rec.HANDSHAKE, rec.SERVICES],
-        )
-        state, xp, hs, svc = fields
+            [rec.MEDIATION, rec.EXPLICIT, rec.HANDSHAKE, rec.SERVICES, rec.IMPORTED_KEY,
+             rec.KEY_FORMAT],
+        )  # fmt: skip
+        state, xp, hs, svc, sealed, key_format = fields
         return Connection(
             verkey=verkey,
             state=rec.state_of(rec.MEDIATION, state),
             explicit_pickup=bool(xp),
             handshake=rec.state_of(rec.HANDSHAKE, hs),
             push=services_from_json(svc),
+            ours=self._open(verkey, sealed),
+            keylist_base58=_s(key_format or b"") == rec.BASE58,
         )
+
+    async def imported_key(self, verkey: str) -> KeyPair | None:
+        """Our key on the imported connection with `verkey` (None: not an imported one)."""
+        sealed = await self.redis.hget(keys.connection_keys(verkey).record, rec.IMPORTED_KEY)
+        return self._open(verkey, sealed)
+
+    def _open(self, verkey: str, sealed: bytes | str | None) -> KeyPair | None:
+        if sealed is None or self.sealer is None:
+            return None
+        return self.sealer.open_on(sealed if isinstance(sealed, bytes) else sealed.encode(), verkey)
 
     async def has_handshake(self, verkey: str) -> bool:
         return bool(await self.redis.hexists(keys.connection_keys(verkey).record, rec.HANDSHAKE))

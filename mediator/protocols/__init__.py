@@ -16,6 +16,7 @@ from mediator.protocols import (
     coordinate_mediation,
     didexchange,
     discover_features,
+    out_of_band,
     pickup_v1,
     pickup_v2,
     push_notifications,
@@ -40,6 +41,7 @@ HANDLERS: dict[tuple[str, int, str], Handler] = {
     **trust_ping.HANDLERS,
     **discover_features.HANDLERS,
     **push_notifications.HANDLERS,
+    **out_of_band.HANDLERS,
 }
 
 # Messages handled without a connection: anoncrypted, authcrypted by a key that has none yet

@@ -18,6 +18,7 @@ from mediator.engine.wakeups import WakeHub
 from mediator.errors import ProblemReport
 from mediator.mediation.abuse import Limiter
 from mediator.mediation.handshakes import HandshakeBook
+from mediator.mediation.imported import Imported
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import Connection, MediationStore
@@ -49,10 +50,16 @@ class Services:
     presence: Presence
     notifier: Notifier
     limiter: Limiter
+    imported: Imported = field(default_factory=Imported)  # another mediator's, carried over
 
     def keys_for(self, connection: str) -> KeyPair:
-        """Our key on the connection named by the peer's key `connection`."""
+        """Our key on the connection named by the peer's key `connection`, as our seed
+        derives it (a connection made through us)."""
         return connection_key(self.identity, connection)
+
+    def key_on(self, connection: Connection) -> KeyPair:
+        """Our key on `connection`: the one it was imported with, else the derived one."""
+        return connection.ours or self.keys_for(connection.verkey)
 
     def did_for(self, connection: str) -> MediatorDid:
         """Our DID and documents on that connection."""
@@ -99,7 +106,8 @@ class Session:
     def is_live(self, connection: str) -> bool:
         return False
 
-    async def start_live(self, connection: str, since_ms: int) -> None:
+    async def start_live(self, connection: str, since_ms: int, ours: KeyPair | None = None) -> None:
+        """Deliver `connection`'s messages as they come, from `ours` (our key on it)."""
         raise ProblemReport(
             "live-delivery-not-supported", "Connection does not support Live Delivery"
         )

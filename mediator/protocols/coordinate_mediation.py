@@ -6,7 +6,7 @@ from typing import Any
 
 from mediator.didcomm.keys import normalize_key, verkey_to_did_key
 from mediator.errors import InvalidKey, ProblemReport
-from mediator.mediation.store import DENIED, GRANTED
+from mediator.mediation.store import DENIED, GRANTED, Connection
 from mediator.protocols.context import Context
 
 FAMILY = "coordinate-mediation"
@@ -37,18 +37,26 @@ async def mediate_request(ctx: Context) -> None:
         ctx.reply("mediate-deny", {})
         return
     # Kept first: a record with a queue in it must never expire with the queue still counted.
-    await ctx.services.handshakes.keep(
-        connection.verkey, ctx.services.keys_for(connection.verkey).verkey_b58
-    )
+    ours = ctx.services.key_on(connection).verkey_b58
+    await ctx.services.handshakes.keep(connection.verkey, ours)
     await ctx.services.mailbox.open(connection.verkey)
     await ctx.services.store.set_state(connection.verkey, GRANTED, now)
     ctx.reply(
         "mediate-grant",
         {
             "endpoint": ctx.services.endpoints[0],
-            "routing_keys": [ctx.services.identity.did_key],
+            "routing_keys": [_routing_key(ctx, connection)],
         },
     )
+
+
+def _routing_key(ctx: Context, connection: Connection) -> str:
+    """Ours; for a connection imported from another mediator, that mediator's (its wallet
+    already gave it to its contacts)."""
+    imported = ctx.services.imported.routing_keys
+    if connection.ours is not None and imported:
+        return imported[0].did_key
+    return ctx.services.identity.did_key
 
 
 async def keylist_update(ctx: Context) -> None:
@@ -87,11 +95,12 @@ async def keylist_query(ctx: Context) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ProblemReport("invalid-keylist-query", f"paginate.{name} must be >= 0")
     limit = min(limit, PAGE_MAX)
+    base58 = connection.keylist_base58  # imported from a mediator that answered so
     page, total = await ctx.services.store.keylist(connection.verkey, offset, limit)
     ctx.reply(
         "keylist",
         {
-            "keys": [{"recipient_key": verkey_to_did_key(k)} for k in page],
+            "keys": [{"recipient_key": k if base58 else verkey_to_did_key(k)} for k in page],
             "pagination": {
                 "count": len(page),
                 "offset": offset,

@@ -24,6 +24,7 @@ PROTOCOLS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("queue/1.0", ("mediator",)),
     ("trust_ping/1.0", ("receiver",)),
     ("discover-features/1.0", ("responder",)),
+    ("out-of-band/1.1", ("sender",)),
 )
 # Offered only when this deployment can reach the service's devices (mediator/notify).
 PUSH_PROTOCOLS = {

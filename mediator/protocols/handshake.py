@@ -60,6 +60,9 @@ async def inviter(ctx: Context) -> Inviter:
         raise ProblemReport(NOT_ACCEPTED, "a request must be encrypted to the invitation's key")
     if key == services.identity.verkey_b58 and services.didcomm.invitation_multi_use:
         return Inviter(services.identity, multi_use_id(services.identity), single_use=False)
+    imported = services.imported.invitation(key)
+    if imported is not None:  # the old mediator's: every wallet app that ships it connects
+        return Inviter(imported.keys, imported.id, single_use=False)
     found = (await services.handshakes.invitations([key])).get(key)
     if found is None:
         raise ProblemReport(NOT_ACCEPTED, "this invitation is not open (used or expired)")

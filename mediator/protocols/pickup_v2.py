@@ -126,7 +126,7 @@ async def live_delivery_change(ctx: Context) -> None:
     since = session.live_since(connection.verkey, status.now_ms)
 
     async def go_live() -> None:
-        await session.start_live(connection.verkey, since)
+        await session.start_live(connection.verkey, since, ctx.services.key_on(connection))
 
     ctx.reply(
         "status",

@@ -171,7 +171,7 @@ def _sections(values: dict[str, Any], base: Settings | None) -> dict[str, Any]:
 
 def settings_fields(scope: str) -> list[Setting]:
     """The settings a command offers: shared ones and those of its own scope."""
-    return [s for s in all_settings() if s.scope in ("all", scope)]
+    return [s for s in all_settings() if s.scope == "all" or scope in s.scope.split()]
 
 
 def secret_fields() -> list[Setting]:

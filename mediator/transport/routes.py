@@ -11,11 +11,12 @@ from mediator.transport.http import post_only
 
 
 async def get_invitation(request: Request) -> Response:
-    """The Out-of-Band invitation (and its legacy `?c_i=` form): the multi-use one, or a new
-    single-use one per request when invitations are single-use."""
+    """The Out-of-Band invitation (and its legacy `?c_i=` form): the one imported from the
+    mediator this one replaced, else the multi-use one, or a new single-use one per request
+    when invitations are single-use."""
     services = request.app.state.didcomm.services
     answer = await services.handshakes.invitation(
-        services.identity, services.didcomm, services.endpoints[0]
+        services.identity, services.didcomm, services.endpoints[0], services.imported
     )
     return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 

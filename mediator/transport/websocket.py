@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from mediator import tasks
 from mediator.cluster.drain import SERVICE_RESTART, TRY_AGAIN_LATER, Drain
 from mediator.didcomm import envelope
+from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
 from mediator.engine.model import ReceivedMessage, ReceiveResult
 from mediator.errors import HoldLost
@@ -37,7 +38,7 @@ from mediator.protocols.pickup_common import b64
 from mediator.settings import WebSocketSettings
 from mediator.storage.clients import STORAGE_ERRORS
 from mediator.transport.client_address import client_address
-from mediator.transport.inbound import Outgoing, Pipeline
+from mediator.transport.inbound import Outgoing, Pipeline, answers_at
 from mediator.transport.socket_limits import FrameRate
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class WsSession(Session):
         self._live: dict[str, asyncio.Task[None]] = {}
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._unacked: dict[str, set[str]] = {}
+        self._keys: dict[str, KeyPair] = {}  # our key on an imported connection it delivers to
         self._first_pickup: dict[str, int] = {}  # Redis time of the first pickup answer
         self._takeovers: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -77,9 +79,11 @@ class WsSession(Session):
     def is_live(self, connection: str) -> bool:
         return connection in self._live
 
-    async def start_live(self, connection: str, since_ms: int) -> None:
+    async def start_live(self, connection: str, since_ms: int, ours: KeyPair | None = None) -> None:
         if connection in self._live or self.closed:
             return
+        if ours is not None:
+            self._keys[connection] = ours
         await self.presence.claim(connection, self.socket_id)
         self._live[connection] = asyncio.create_task(
             self._live_run(connection, since_ms), name=f"live:{connection}"
@@ -218,9 +222,8 @@ class WsSession(Session):
             "@id": new_id(),
             "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages],
         }
-        packed = envelope.pack(
-            orjson.dumps(delivery), [connection], self.services.keys_for(connection)
-        )
+        ours = self._keys.get(connection) or self.services.keys_for(connection)
+        packed = envelope.pack(orjson.dumps(delivery), [connection], ours)
         await self.carry(Outgoing(packed))  # deleted only on messages-received
 
     def _live_batch(self, connection: str, since_ms: int) -> Batch:
@@ -339,7 +342,7 @@ class DidcommSocket:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket" or scope["path"] != "/":
+        if scope["type"] != "websocket" or (scope["path"] != "/" and not answers_at(scope)):
             await self.app(scope, receive, send)
             return
         await didcomm_websocket(WebSocket(scope, receive, send))

@@ -16,6 +16,14 @@ class ConnectionCreateCode(IntEnum):
     KEY_TAKEN = 0
 
 
+class ConnectionImportCode(IntEnum):
+    """connection_import.lua."""
+
+    IMPORTED = 1
+    ALREADY = 0
+    TAKEN = -1
+
+
 class RouteAddCode(IntEnum):
     """route.lua `add`."""
 
@@ -50,6 +58,11 @@ class NoteCode(IntEnum):
 def connection_created(r: Any) -> bool:
     """connection_create.lua: False when the key already belongs to a connection."""
     return ConnectionCreateCode(int(r)) is ConnectionCreateCode.CREATED
+
+
+def connection_imported(r: Any) -> ConnectionImportCode:
+    """connection_import.lua."""
+    return ConnectionImportCode(int(r))
 
 
 def route_added(r: Any) -> RouteAddCode:
