@@ -122,6 +122,7 @@ def test_a_redis_of_another_mediator_is_refused(store: AcapyTruth, tmp_path: Pat
     assert "another mediator's state" in line
 
 
+@pytest.mark.timeout(600)  # the store of 20,000 wallets takes a minute to make
 def test_a_run_killed_halfway_and_run_again_imports_everything_once(tmp_path: Path) -> None:
     wallets = 20_000  # enough for a progress line before the end
     plan = AcapyPlan(
