@@ -151,8 +151,9 @@ async def _migrate(settings: Settings, *, dry_run: bool, force: bool) -> Any:
 def invitation(as_json: bool, **options: Any) -> None:
     """Print the mediator's Out-of-Band invitation URL, for wallets to connect with.
 
-    With --redis-url it is computed here (a single-use invitation is stored there when
-    --no-invitation-multi-use); with only --key-seed, the multi-use one is computed here;
+    With --redis-url it is computed here: the invitation imported from the mediator this one
+    replaced (`mediator import`), else ours (a single-use invitation is stored there when
+    --no-invitation-multi-use); with only --key-seed, our multi-use one is computed here;
     otherwise it is asked of the node running at --endpoint (default http://127.0.0.1:8080).
     --json prints the invitation itself and its legacy connections 1.0 (?c_i=) URL too.
     """
@@ -224,22 +225,30 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
     from mediator import runtime
     from mediator.mediation.handshakes import HandshakeBook
     from mediator.mediation.identity import load_identity
+    from mediator.mediation.imported import Sealer, load_imported
 
     async with runtime.connected(settings.redis.url) as backend:
         identity = await load_identity(backend.client, didcomm.key_seed)
+        imported = await load_imported(backend.client, Sealer(identity))
         book = HandshakeBook(backend.client)
-        return await book.invitation(identity, didcomm, settings.public_endpoint)
+        return await book.invitation(identity, didcomm, settings.public_endpoint, imported)
 
 
 @main.command("import")
 @click.argument("kind", type=click.Choice(["acapy", "credo"]))
 @click.option(
     "--wallet-uri",
-    required=True,
     envvar="MEDIATOR_IMPORT_WALLET_URI",
     show_envvar=True,
     help="The old mediator's Askar store: sqlite:///abs/path/sqlite.db or "
     "postgres://user:password@host:port/database.",
+)
+@click.option(
+    "--wallet-uri-file",
+    type=click.Path(dir_okay=False),
+    envvar="MEDIATOR_IMPORT_WALLET_URI_FILE",
+    show_envvar=True,
+    help="A file holding --wallet-uri (when it holds a password).",
 )
 @click.option(
     "--wallet-key",
@@ -274,16 +283,25 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
     help="credo: the Postgres database of its queue when it was not kept in the store "
     "(postgres://user:password@host:port/messagepickuprepository).",
 )
+@click.option(
+    "--queue-url-file",
+    type=click.Path(dir_okay=False),
+    envvar="MEDIATOR_IMPORT_QUEUE_URL_FILE",
+    show_envvar=True,
+    help="A file holding --queue-url.",
+)
 @click.option("--dry-run", is_flag=True, help="Read everything, say what would be written.")
 @settings_options("import")
 def import_(
     kind: str,
-    wallet_uri: str,
+    wallet_uri: str | None,
+    wallet_uri_file: str | None,
     wallet_key: str | None,
     wallet_key_file: str | None,
     wallet_key_method: str | None,
     wallet_profile: str | None,
     queue_url: str | None,
+    queue_url_file: str | None,
     dry_run: bool,
     **options: Any,
 ) -> None:
@@ -300,11 +318,12 @@ def import_(
 
     settings = build_settings(options)
     key = _secret(wallet_key, wallet_key_file, "--wallet-key")
+    uri = _secret(wallet_uri, wallet_uri_file, "--wallet-uri")
+    if queue_url or queue_url_file:
+        queue_url = _secret(queue_url, queue_url_file, "--queue-url")
     if queue_url and kind != "credo":
         fail("--queue-url is a Credo mediator's queue: ACA-Py keeps none")
-    chosen = ImportOptions(
-        kind, wallet_uri, key, wallet_key_method, wallet_profile, dry_run, queue_url
-    )
+    chosen = ImportOptions(kind, uri, key, wallet_key_method, wallet_profile, dry_run, queue_url)
     try:
         with redis_url_of(settings) as url:
             outcome = asyncio.run(

@@ -195,8 +195,10 @@ DIDCOMM_SUITES_ENV = {
 class Node(MediatorProcess):
     """One `mediator serve` process on a free loopback port."""
 
-    def __init__(self, redis_url: str, **env: str) -> None:
-        self.port = free_port()
+    def __init__(self, redis_url: str, *, port: int | None = None, **env: str) -> None:
+        """`redis_url` "": its own embedded server (in MEDIATOR_DATA_DIR); `port`: a given
+        one (another mediator's, after a switch), else a free one."""
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         super().__init__(
             {

@@ -13,10 +13,13 @@ from aries_askar import Key, KeyAlg, Store
 
 from mediator.embedded import free_port
 from mediator.errors import ImportRefused
+from mediator.imports.acapy import AcapyReader
+from mediator.imports.credo import CredoReader
 from mediator.imports.source import COPY_PREFIX, SourceStore, describe, key_method
 from tests.eventually import eventually
 
 PASS = "mediator-wallet-key"
+RAW_KEY = Store.generate_raw_key(b"test-import-source")
 
 
 async def make_store(path: Path, method: str, pass_key: str = PASS) -> bytes:
@@ -134,3 +137,49 @@ def test_key_methods_in_both_spellings() -> None:
     assert key_method("RAW") == "raw"
     assert key_method(None) is None and key_method("") is None
     assert describe("sqlite:///a/b.db") == "sqlite:///a/b.db"
+
+
+@pytest.mark.parametrize(
+    ("reader", "said"),
+    [(AcapyReader, "not an ACA-Py store"), (CredoReader, "not a Credo store")],
+)
+async def test_a_store_that_is_no_mediator_is_refused_in_one_line(
+    tmp_path: Path, reader: type[AcapyReader] | type[CredoReader], said: str
+) -> None:
+    path = tmp_path / "sqlite.db"
+    store = await Store.provision(f"sqlite://{path}", "raw", RAW_KEY, recreate=True)
+    async with store.session() as session:  # a wallet's store: things, but no mediation
+        await session.insert("credential", "x-1", '{"schema": "id"}', {})
+    await store.close()
+    source = await SourceStore.open(f"sqlite://{path}", RAW_KEY)
+    try:
+        with pytest.raises(ImportRefused, match=said) as refused:
+            await reader(source).mediator()
+        assert "\n" not in str(refused.value)
+    finally:
+        await source.close()
+
+
+@pytest.mark.parametrize(
+    ("reader", "said"),
+    [(AcapyReader, "use `mediator import credo`"), (CredoReader, "use `mediator import acapy`")],
+)
+async def test_a_store_of_the_other_mediator_says_which_command_reads_it(
+    tmp_path: Path, reader: type[AcapyReader] | type[CredoReader], said: str
+) -> None:
+    path = tmp_path / "sqlite.db"
+    store = await Store.provision(f"sqlite://{path}", "raw", RAW_KEY, recreate=True)
+    async with store.session() as session:
+        if reader is AcapyReader:  # a Credo mediator's routing record
+            await session.insert(
+                "MediatorRoutingRecord", "MEDIATOR_ROUTING_RECORD", '{"routingKeys": []}', {}
+            )
+        else:  # an ACA-Py mediator's
+            await session.insert("routing_did", "routing_did", '{"verkey": "x"}', {})
+    await store.close()
+    source = await SourceStore.open(f"sqlite://{path}", RAW_KEY)
+    try:
+        with pytest.raises(ImportRefused, match=said):
+            await reader(source).mediator()
+    finally:
+        await source.close()

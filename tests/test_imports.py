@@ -29,6 +29,8 @@ from bench.support.askar_stores import (
 from mediator.client import Sender
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import Engine, keys
+from mediator.engine.scripts import Scripts
+from mediator.engine.snapshot import PageQueue, SnapshotPage, page_call
 from mediator.errors import ImportRefused
 from mediator.imports.acapy import AcapyReader
 from mediator.imports.credo import CredoReader
@@ -268,3 +270,16 @@ async def test_a_redis_holding_another_mediator_is_refused(
         await module_redis.hget(keys.imported(), "source")
         == json.dumps(acapy.source.fingerprint).encode()
     )
+
+
+async def test_the_capacity_snapshot_never_reads_out_a_sealed_key(
+    acapy: Imported, module_redis: RedisClient
+) -> None:
+    c = _granted(acapy.truth)[0]
+    shard = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{c.their_verkey}").shard
+    page = [PageQueue.of(shard, keys.DIDCOMM_NAMESPACE, c.their_verkey, False)]
+    script_keys, args = page_call(page, 0)
+    reply = await Scripts(module_redis).call("snapshot_page", script_keys, args)
+    [reading] = SnapshotPage.decode(reply).queues
+    assert reading is not None and reading.record[rec.MEDIATION] == b"g"  # the record, read
+    assert rec.IMPORTED_KEY not in reading.record

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.cli import RESULTS
+from bench.harness.limits import FORWARDS_PER_RECIPIENT, node_env, shown
+from bench.harness.limits import to_json as limits_json
 from bench.harness.loadgen import (
     build_request,
     close_connections,
@@ -139,9 +141,11 @@ async def import_store(url: str, store: dict[str, Any]) -> tuple[float, int]:
     return outcome.seconds, report.imported["connections"]
 
 
+LIMITS = [FORWARDS_PER_RECIPIENT]
+
+
 def start_node(url: str, port: int, log: Path) -> Any:
-    """One `mediator serve` node on `url`, with the bulk loader's key seed; the per-wallet
-    and per-sender forward limits off (one sender sends everything here)."""
+    """One `mediator serve` node on `url`, with the bulk loader's key seed."""
     import subprocess
     import sys
 
@@ -150,10 +154,8 @@ def start_node(url: str, port: int, log: Path) -> Any:
         MEDIATOR_REDIS_URL=url,
         MEDIATOR_KEY_SEED=MEDIATOR_SEED,
         MEDIATOR_PORT=str(port),
-        MEDIATOR_LIMIT_FORWARDS_PER_SECOND="0",
-        MEDIATOR_LIMIT_SENDER_QUEUED_BYTES="0",
-        MEDIATOR_LIMIT_SENDER_BYTES_PER_MINUTE="0",
         MEDIATOR_LOG_LEVEL="warning",
+        **node_env(LIMITS),
     )
     with log.open("w") as out:
         return subprocess.Popen(
@@ -293,15 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         f"native {result['bytes_per_native_wallet']:.0f} B); forwards to imported wallets "
         f"{result['forward_ratio']:.3f}x native ones (target >= 0.95)"
     )
-    print(
-        "limits off: --limit-forwards-per-second, --limit-sender-queued-bytes, "
-        "--limit-sender-bytes-per-minute (one sender sends every forward)"
-    )
-    result["limits_off"] = [
-        "limit_forwards_per_second",
-        "limit_sender_queued_bytes",
-        "limit_sender_bytes_per_minute",
-    ]
+    print(shown(LIMITS))
+    result["limits_off"] = limits_json(LIMITS)
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"import-{stamp}.json").write_text(json.dumps(result, indent=2))

@@ -51,8 +51,8 @@ class AcapyReader:
         self.store = store
         self._mediation: dict[str, tuple[str, int]] = {}  # connection id -> state, when
         self._routes: dict[str, list[str]] = {}  # connection id -> recipient keys
-        self._documents: dict[str, dids.Wallet] = {}  # their DID -> what its document says
-        self._ours: dict[str, str] = {}  # our DID -> its verkey
+        self._documents: dict[bytes, dids.Wallet] = {}  # their DID's digest -> its document
+        self._ours: dict[bytes, str] = {}  # our DID's digest -> its verkey
         self._sampled = 0
 
     async def mediator(self) -> Source:
@@ -120,8 +120,10 @@ class AcapyReader:
             known = self._mediation.get(connection)
             if known is None or known[0] != GRANTED:  # a grant wins over older requests
                 self._mediation[connection] = (state, iso_ms(data.get("updated_at")))
-        async for item in self.store.items("forward_route", {"role": "server"}):
+        async for item in self.store.items("forward_route"):  # before 0.7: no role
             data = record_json(item.value)
+            if data is not None and data.get("role") == "client":
+                continue  # a route of ACA-Py's own mediator (it was a client too)
             key = verkey_of((data or {}).get("recipient_key"))
             connection = (data or {}).get("connection_id")
             if data is None or key is None:
@@ -242,7 +244,7 @@ class AcapyReader:
         )
 
     async def _our_key(self, did: Any) -> KeyPair | None:
-        verkey = self._ours.get(did) if isinstance(did, str) else None
+        verkey = self._ours.get(dids.digest(did)) if isinstance(did, str) else None
         return None if verkey is None else await self._key(verkey)
 
     async def _index_ours(self) -> None:
@@ -252,7 +254,7 @@ class AcapyReader:
             data = record_json(item.value)
             verkey = verkey_of((data or {}).get("verkey"))
             if verkey is not None:
-                self._ours[item.name] = verkey
+                self._ours[dids.digest(item.name)] = verkey
 
     async def _their_wallet(self, did: Any) -> dids.Wallet:
         if not isinstance(did, str) or not did:
@@ -264,7 +266,7 @@ class AcapyReader:
             did = long.value.decode(errors="replace").strip('"')
         if dids.carries_document(did):
             return dids.Wallet.of(dids.peer_doc(did))
-        found = self._documents.get(did.removeprefix("did:sov:"))
+        found = self._documents.get(dids.digest(did.removeprefix("did:sov:")))
         if found is None:
             raise DidError(f"no readable document stored for {did[:60]!r}")
         return found
@@ -277,7 +279,7 @@ class AcapyReader:
             if not did:
                 continue
             try:
-                self._documents[did] = dids.Wallet.of(dids.peer_doc(did, item.value))
+                self._documents[dids.digest(did)] = dids.Wallet.of(dids.peer_doc(did, item.value))
             except DidError as exc:
                 log.debug("did_doc %s: %s", item.name, exc)
 
@@ -285,9 +287,9 @@ class AcapyReader:
         """The endpoints in the old mediator's own DID documents (ACA-Py lists every
         --endpoint there, where its invitation names only the first)."""
         self._sampled += 1
-        if not isinstance(did, str) or not dids.carries_document(did):
-            return
         try:
+            if not isinstance(did, str) or not dids.carries_document(did):
+                return
             doc = dids.peer_doc(did)
         except DidError:
             return
@@ -313,7 +315,8 @@ def _invitation_endpoints(message: dict[str, Any]) -> list[str]:
     endpoint = message.get("serviceEndpoint")
     if isinstance(endpoint, str):
         found.append(endpoint)
-    for service in message.get("services") or []:
+    services = message.get("services")
+    for service in services if isinstance(services, list) else []:
         if isinstance(service, dict) and isinstance(service.get("serviceEndpoint"), str):
             found.append(service["serviceEndpoint"])
     return [e for e in found if e.startswith(dids.PUSHABLE)]

@@ -62,8 +62,8 @@ class CredoReader:
         self._mediation: dict[str, tuple[str, int, list[str]]] = {}  # connection id ->
         self._queued: dict[str, list[tuple[str, str]]] = {}  # connection id -> (time, name)
         self._peers: dict[str, str] = {}  # connection id -> wallet verkey, those with queues
-        self._created: dict[str, tuple[str, str | None]] = {}  # our DID -> verkey, KMS id
-        self._received: dict[str, dids.Wallet] = {}  # their DID -> what its document says
+        self._created: dict[bytes, tuple[str, str | None]] = {}  # our DID's digest -> key
+        self._received: dict[bytes, dids.Wallet] = {}  # their DID's digest -> its document
 
     async def mediator(self) -> Source:
         version = await self._version()
@@ -133,7 +133,11 @@ class CredoReader:
             if data is None or state is None or not isinstance(connection, str):
                 source.report.skip("a mediation record that cannot be read", item.name)
                 continue
-            keys = [k for k in map(verkey_of, data.get("recipientKeys") or []) if k]
+            listed = data.get("recipientKeys")
+            if listed is not None and not isinstance(listed, list):
+                source.report.skip("a mediation record that cannot be read", item.name)
+                continue
+            keys = [k for k in map(verkey_of, listed or []) if k]
             when = iso_ms(data.get("updatedAt") or data.get("createdAt"))
             known = self._mediation.get(connection)
             if known is not None:  # one record per key, as converted stores have
@@ -150,7 +154,10 @@ class CredoReader:
             message = (data or {}).get("outOfBandInvitation")
             if not data or not data.get("reusable") or not isinstance(message, dict):
                 continue
-            services = [s for s in message.get("services") or [] if isinstance(s, dict)]
+            listed = message.get("services")
+            services = (
+                [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
+            )
             try:
                 verkey = did_key_to_verkey(services[0]["recipientKeys"][0])
             except (IndexError, KeyError, TypeError, InvalidKey):
@@ -194,7 +201,7 @@ class CredoReader:
                 (str(data.get("createdAt", "")), item.name)
             )
         for entries in self._queued.values():
-            entries.sort()
+            entries.sort(key=lambda entry: entry[0])  # by createdAt; ties keep the store's order
         if self.queue is not None:
             self._in_postgres = set(await self.queue.connections())
 
@@ -282,16 +289,16 @@ class CredoReader:
             if data.get("role") == "created":
                 entry = (doc.recipient_key, _kms_id(data.get("keys")))
                 for name in names:
-                    self._created[name] = entry
+                    self._created[dids.digest(name)] = entry
             else:
                 wallet = dids.Wallet.of(doc)
                 for name in names:
-                    self._received[name] = wallet
+                    self._received[dids.digest(name)] = wallet
 
     async def _their_wallet(self, did: Any) -> dids.Wallet:
         if not isinstance(did, str) or not did:
             raise DidError("the connection names no DID")
-        found = self._received.get(did)
+        found = self._received.get(dids.digest(did))
         if found is not None:
             return found
         if dids.carries_document(did):  # a did:peer:2 or long did:peer:4 with no record
@@ -299,7 +306,7 @@ class CredoReader:
         raise DidError(f"no readable document for {did[:60]!r}")
 
     async def _our_key(self, did: Any) -> KeyPair | None:
-        found = self._created.get(did) if isinstance(did, str) else None
+        found = self._created.get(dids.digest(did)) if isinstance(did, str) else None
         if found is None:
             return None
         verkey, kms_id = found
@@ -332,6 +339,8 @@ class CredoReader:
                         source.report.refuse(
                             "a queued message for a wallet that was not imported", row_id
                         )
+                    elif not payload:
+                        source.report.refuse("a queued message that cannot be read", row_id)
                     else:
                         yield QueuedMessage(row_id, verkey, payload, recipient, created)
 
@@ -362,7 +371,9 @@ def _kms_id(entries: Any) -> str | None:
 
 def _protocol(value: Any) -> str:
     text = str(value or "").removeprefix(PROTOCOL_PREFIX)
-    return text.replace("/1.x", "/1.1") if text else "didexchange/1.1"
+    if not text:
+        return "didexchange/1.1"
+    return text.replace("didexchange/1.x", "didexchange/1.1").replace("/1.x", "/1.0")
 
 
 def _recipient(message: dict[str, Any]) -> str:

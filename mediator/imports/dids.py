@@ -4,6 +4,7 @@ mediator named in its own DID documents."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +48,11 @@ class Wallet:
     @classmethod
     def of(cls, doc: PeerDoc) -> Wallet:
         return cls(doc.recipient_key, doc.push_services)
+
+
+def digest(did: str) -> bytes:
+    """What an index of a million DIDs keeps of each (a long did:peer:4 is 800 characters)."""
+    return hashlib.blake2b(did.encode(), digest_size=16).digest()
 
 
 def endpoints_of(doc: PeerDoc) -> list[str]:

@@ -107,8 +107,20 @@ class Source:
     @property
     def fingerprint(self) -> dict[str, Any]:
         """What names the old mediator: its routing keys (every wallet's contacts hold
-        them). A target holding another one's is refused."""
-        return {"kind": self.kind, "routing_keys": [k.verkey_b58 for k in self.routing_keys]}
+        them), and its invitations' keys. A target holding another one's is refused."""
+        return {
+            "kind": self.kind,
+            "routing_keys": [k.verkey_b58 for k in self.routing_keys],
+            "invitation_keys": sorted(i.keys.verkey_b58 for i in self.invitations),
+        }
+
+    def same_mediator(self, earlier: dict[str, Any]) -> bool:
+        """Whether `earlier` (a fingerprint) names this mediator: the same routing keys, or
+        when it has none, the same invitation keys."""
+        mine = self.fingerprint
+        if mine["routing_keys"] or earlier.get("routing_keys"):
+            return bool(earlier.get("routing_keys") == mine["routing_keys"])
+        return bool(earlier.get("invitation_keys") == mine["invitation_keys"])
 
 
 def record_json(value: bytes) -> dict[str, Any] | None:

@@ -42,7 +42,7 @@ class PostgresQueue:
 
     async def connections(self) -> dict[str, int]:
         """Connection id -> how many messages wait for it."""
-        rows = await self._db.fetch(
+        rows = await self._query(
             "SELECT connection_id::text AS c, count(*) AS n FROM queued_message "
             "WHERE state::text = ANY($1::text[]) GROUP BY connection_id",
             list(WAITING),
@@ -51,7 +51,7 @@ class PostgresQueue:
 
     async def messages(self, connection_id: str) -> AsyncIterator[tuple[str, bytes, str, str]]:
         """(id, envelope JSON, recipient verkey or "", arrival time) in arrival order."""
-        rows = await self._db.fetch(
+        rows = await self._query(
             "SELECT id::text AS id, encrypted_message::text AS m, recipient_dids AS r, "
             "created_at::text AS t FROM queued_message WHERE connection_id::text = $1 "
             "AND state::text = ANY($2::text[]) ORDER BY created_at, id",
@@ -61,7 +61,13 @@ class PostgresQueue:
         for row in rows:
             recipients = row["r"] or []
             recipient = next((k for k in map(verkey_of, recipients) if k), "")
-            yield row["id"], row["m"].encode(), recipient, row["t"]
+            yield row["id"], (row["m"] or "").encode(), recipient, row["t"] or ""
+
+    async def _query(self, sql: str, *args: Any) -> list[Any]:
+        try:
+            return list(await self._db.fetch(sql, *args))
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise ImportRefused(f"--queue-url {describe(self.url)}: {_first(exc)}") from exc
 
     async def close(self) -> None:
         if self._db is not None:

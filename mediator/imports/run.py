@@ -13,13 +13,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from redis.exceptions import ResponseError
 
 from mediator import runtime
 from mediator.didcomm.identity import from_seed_setting
 from mediator.didcomm.keys import KeyPair
 from mediator.engine import Engine, keys
+from mediator.errors import ImportRefused
 from mediator.imports.acapy import AcapyReader
 from mediator.imports.credo import CredoReader
 from mediator.imports.model import Connection, QueuedMessage, Report, Source
@@ -30,7 +33,7 @@ from mediator.mediation.identity import load_identity
 from mediator.mediation.imported import Sealer
 from mediator.mediation.mailbox import defaults as mailbox_defaults
 from mediator.settings import Settings
-from mediator.storage.clients import Backend
+from mediator.storage.clients import STORAGE_ERRORS, Backend
 
 BATCH = 500  # connections per round of writes
 PROGRESS_SECONDS = 2.0
@@ -50,18 +53,19 @@ class Reader(Protocol):
 @dataclass(frozen=True)
 class ImportOptions:
     kind: str  # acapy or credo
-    wallet_uri: str
-    wallet_key: str
+    wallet_uri: str = field(repr=False)  # may hold a password
+    wallet_key: str = field(repr=False)
     key_method: str | None = None
     profile: str | None = None
     dry_run: bool = False
-    queue_url: str | None = None  # credo: its queue in Postgres
+    queue_url: str | None = field(default=None, repr=False)  # credo: its queue in Postgres
 
 
 @dataclass
 class Outcome:
     source: Source
     seconds: float
+    notes: list[str]  # what the operator should do next
 
     @property
     def report(self) -> Report:
@@ -74,10 +78,25 @@ async def run_import(
     options: ImportOptions,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Outcome:
+    try:
+        return await _run_import(settings, redis_url, options, progress)
+    except STORAGE_ERRORS as exc:
+        raise ImportRefused(f"the mediator's Redis: {exc}") from exc
+    except ResponseError as exc:
+        raise ImportRefused(f"the mediator's Redis refused a write: {exc}") from exc
+
+
+async def _run_import(
+    settings: Settings,
+    redis_url: str,
+    options: ImportOptions,
+    progress: Callable[[str], None],
+) -> Outcome:
     started = time.monotonic()
     store = await SourceStore.open(
         options.wallet_uri, options.wallet_key, options.key_method, options.profile
     )
+    store.progress = progress
     queue = PostgresQueue(options.queue_url) if options.queue_url else None
     try:
         if queue is not None:
@@ -95,7 +114,35 @@ async def run_import(
         if queue is not None:
             await queue.close()
         await store.close()
-    return Outcome(source, time.monotonic() - started)
+    return Outcome(source, time.monotonic() - started, _notes(settings, source))
+
+
+def _notes(settings: Settings, source: Source) -> list[str]:
+    """What to do next: advertise the old endpoints (wallets' contacts hold them); keep the
+    key seed apart from Redis (it unseals the imported keys)."""
+    notes = []
+    if not settings.didcomm.key_seed:
+        notes.append(
+            "note: the key seed is kept in this Redis, beside the keys it seals: give every "
+            "node and this command the same --key-seed-file, kept apart from Redis and its "
+            "backups (docs/migrating.md, Security of imported keys)"
+        )
+    return notes + _endpoint_notes(settings, source)
+
+
+def _endpoint_notes(settings: Settings, source: Source) -> list[str]:
+    old = source.endpoints
+    http = next((e for e in old if e.startswith("http")), None)
+    ws = next((e for e in old if e.startswith("ws")), None)
+    ours = [settings.public_endpoint, settings.public_ws_endpoint]
+    if not old or (http in ours and (ws is None or ws in ours)):
+        return []
+    flags = [f"--endpoint {http}"] if http else []
+    flags += [f"--ws-endpoint {ws}"] if ws else []
+    return [
+        f"note: start the nodes with {' '.join(flags)} (MEDIATOR_ENDPOINT, "
+        "MEDIATOR_WS_ENDPOINT): the wallets and their contacts know those"
+    ]
 
 
 @contextlib.asynccontextmanager
@@ -144,6 +191,7 @@ async def import_into(
     the target was checked (Writer.check)."""
     await writer.write_mediator(source)
     await _connections(reader, writer, source, total, progress)
+    await writer.write_endpoints(source)  # the wallets' connections named some of them
     await _messages(reader, writer, source)
 
 
@@ -177,15 +225,24 @@ async def _connections(
 
 
 async def _messages(reader: Reader, writer: Writer, source: Source) -> None:
-    """Queued messages come per wallet, in order: each wallet's go in as one run."""
+    """Queued messages come per wallet, in order, maybe in several groups a wallet (from
+    the store, then from a Postgres queue): each group goes in at its place in the wallet's
+    sequence."""
     current: list[QueuedMessage] = []
+    positions: dict[str, int] = {}  # wallet -> its messages seen so far in this run
+
+    async def flush() -> None:
+        wallet = current[0].connection
+        await writer.write_messages(wallet, current, positions.get(wallet, 0))
+        positions[wallet] = positions.get(wallet, 0) + len(current)
+
     async for message in reader.messages(source):
         if current and current[0].connection != message.connection:
-            await writer.write_messages(current[0].connection, current)
+            await flush()
             current = []
         current.append(message)
     if current:
-        await writer.write_messages(current[0].connection, current)
+        await flush()
 
 
 def report_lines(outcome: Outcome, *, dry_run: bool) -> list[str]:
@@ -214,4 +271,4 @@ def report_lines(outcome: Outcome, *, dry_run: bool) -> list[str]:
                 lines.append(f"  {n:>10,}  {reason}{hint}")
     if source.endpoints:
         lines.append(f"the old mediator's endpoints: {', '.join(source.endpoints)}")
-    return lines
+    return lines + outcome.notes

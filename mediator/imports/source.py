@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from aries_askar import Store
 from aries_askar.error import AskarError, AskarErrorCode
@@ -38,6 +39,7 @@ KEY_METHODS = {
 SQLITE_COMPANIONS = ("-wal", "-shm")
 COPY_PREFIX = "mediator-import-"  # the temporary directory of a SQLite store's copy
 LOOKUP_SESSIONS = 4
+PROGRESS_SECONDS = 5.0
 
 
 def key_method(name: str | None) -> str | None:
@@ -52,12 +54,20 @@ def key_method(name: str | None) -> str | None:
 
 
 def describe(uri: str) -> str:
-    """The store's URI without its password, for messages and reports."""
-    parts = urlsplit(uri)
-    if parts.password is None:
+    """The store's URI without its passwords (the user's, and parameters such as ACA-Py's
+    `admin_password`), for messages and reports."""
+    try:
+        parts = urlsplit(uri)
+        password = parts.password
+    except ValueError:
+        return "(an unreadable URI)"
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    hidden = [(n, "***" if "password" in n.lower() else v) for n, v in query]
+    if password is None and hidden == query:
         return uri
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    if password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1))
+    return parts._replace(query=urlencode(hidden, safe="*")).geturl()
 
 
 @dataclass
@@ -78,6 +88,7 @@ class SourceStore:
         self.profile = profile
         self._copy = copy
         self.uri = uri
+        self.progress: Callable[[str], None] = lambda line: None  # long scans say how far
         self._readers: list[Any] = []  # sessions for lookups, opened on first use
         self._turn = 0
         self._opening = asyncio.Lock()
@@ -87,7 +98,10 @@ class SourceStore:
         cls, uri: str, pass_key: str, method: str | None = None, profile: str | None = None
     ) -> SourceStore:
         """Open `uri` read-only; ImportRefused, in one line, when it cannot be."""
-        scheme = urlsplit(uri).scheme
+        try:
+            scheme = urlsplit(uri).scheme
+        except ValueError:
+            scheme = ""
         if scheme not in ("sqlite", "postgres"):
             raise ImportRefused(
                 f"{describe(uri)}: a wallet URI is sqlite:///absolute/path/sqlite.db or "
@@ -112,10 +126,15 @@ class SourceStore:
     ) -> AsyncIterator[Item]:
         """Every record of `category` (whose tags include `tags`), as the store pages them;
         their own tags only `with_tags` (reading them costs as much as the rest)."""
+        read, last = 0, time.monotonic()
         try:
             async for entry in self._store.scan(category, tags, profile=self.profile):
                 found = dict(entry.tags) if with_tags else {}
                 yield Item(category, entry.name, bytes(entry.value), found)
+                read += 1
+                if read % 1000 == 0 and time.monotonic() - last >= PROGRESS_SECONDS:
+                    last = time.monotonic()
+                    self.progress(f"reading {category}: {read:,} records")
         except AskarError as exc:
             raise ImportRefused(f"{describe(self.uri)}: reading {category}: {_first(exc)}") from exc
 

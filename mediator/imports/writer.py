@@ -74,7 +74,7 @@ class Writer:
         stored = await self.redis.hget(keys.imported(), held.SOURCE)
         if stored is not None:
             earlier = json.loads(stored)
-            if earlier.get("routing_keys") != source.fingerprint["routing_keys"]:
+            if not source.same_mediator(earlier):
                 raise ImportRefused(
                     "this Redis already holds another mediator's state (imported from a "
                     f"{earlier.get('kind', 'different')} mediator with routing key "
@@ -116,8 +116,6 @@ class Writer:
                     "created": invitation.created,
                 }
             )
-        fields[held.ENDPOINTS] = json.dumps(source.endpoints)
-        fields[held.PATHS] = json.dumps(paths_of(source.endpoints))
         sealed = [n for n in fields if n.startswith((held.ROUTING, held.INVITATION_KEY))]
         there = await self.redis.hmget(keys.imported(), sealed) if sealed else []
         for name, value in zip(sealed, there, strict=True):
@@ -128,6 +126,19 @@ class Writer:
         await self.redis.hset(keys.imported(), held.SOURCE, fields.pop(held.SOURCE))
         await self.redis.hset(keys.imported(), mapping=fields)
 
+    async def write_endpoints(self, source: Source) -> None:
+        """The endpoints the old mediator advertised and their paths, written last: its
+        wallets' connections name some of them (ACA-Py's invitation has only the first)."""
+        if self.dry_run:
+            return
+        await self.redis.hset(
+            keys.imported(),
+            mapping={
+                held.ENDPOINTS: json.dumps(source.endpoints),
+                held.PATHS: json.dumps(paths_of(source.endpoints)),
+            },
+        )
+
     def _seal(self, seed: bytes, name: bytes) -> bytes:
         return self.target.sealer.seal(seed, name)
 
@@ -135,10 +146,11 @@ class Writer:
 
     async def write_connections(self, batch: Sequence[Connection]) -> None:
         """A batch of connections, each in its three steps (see the module's text)."""
-        kept = await self._routes(batch)
+        kept, added = await self._routes(batch)
         if self.dry_run:
-            for connection, routed in zip(batch, kept, strict=True):
-                self._count(connection, ConnectionImportCode.IMPORTED, routed)
+            codes = await self._would_be(batch)
+            for connection, routed, code in zip(batch, kept, codes, strict=True):
+                self._count(connection, code, routed)
             return
         pipe = self.redis.pipeline(transaction=False)  # the buckets span cluster slots
         for connection in batch:
@@ -146,17 +158,61 @@ class Writer:
             pipe.hset(keys.ours_bucket(ours), ours, raw_key(connection.their_verkey))
         await pipe.execute()
         calls = [self._record_call(c, routed) for c, routed in zip(batch, kept, strict=True)]
-        codes = await self.scripts.pipeline(calls)
+        codes = [connection_imported(c) for c in await self.scripts.pipeline(calls)]
+        taken = [i for i, code in enumerate(codes) if code is ConnectionImportCode.TAKEN]
+        if taken:
+            await self._undo(batch, added, taken)
         for connection, routed, code in zip(batch, kept, codes, strict=True):
-            self._count(connection, connection_imported(code), routed)
+            self._count(connection, code, routed)
 
-    async def _routes(self, batch: Sequence[Connection]) -> list[list[str]]:
+    async def _would_be(self, batch: Sequence[Connection]) -> list[ConnectionImportCode]:
+        """A dry run's answer of connection_import.lua, from the records as they are."""
+        pipe = self.redis.pipeline(transaction=False)
+        for c in batch:
+            pipe.hmget(
+                keys.connection_keys(c.their_verkey).record, [rec.IMPORTED_KEY, rec.HANDSHAKE]
+            )
+        out = []
+        for c, (sealed, handshake) in zip(batch, await pipe.execute(), strict=True):
+            mine = self._seal(c.ours.sigkey[:32], raw_key(c.their_verkey))
+            if sealed is not None and sealed == mine:
+                out.append(ConnectionImportCode.ALREADY)
+            elif sealed is not None or handshake is not None:
+                out.append(ConnectionImportCode.TAKEN)
+            else:
+                out.append(ConnectionImportCode.IMPORTED)
+        return out
+
+    async def _undo(
+        self, batch: Sequence[Connection], added: list[list[str]], taken: list[int]
+    ) -> None:
+        """A connection refused by its record's script leaves nothing: the routes this batch
+        added for it and its entry in the our-keys map go again."""
+        calls = [
+            (
+                "route",
+                [keys.routes_bucket(raw_key(k))],
+                ["release", raw_key(k), batch[i].their_verkey],
+            )
+            for i in taken
+            for k in added[i]
+        ]
+        if calls:
+            await self.scripts.pipeline(calls)
+        pipe = self.redis.pipeline(transaction=False)
+        for i in taken:
+            ours = batch[i].ours.verkey
+            pipe.hdel(keys.ours_bucket(ours), ours)
+        await pipe.execute()
+
+    async def _routes(self, batch: Sequence[Connection]) -> tuple[list[list[str]], list[list[str]]]:
         """Each connection's recipient keys that route to it (a key another connection
-        holds is refused and left out of its keylist)."""
+        holds is refused and left out of its keylist), and those of them this call added."""
         kept: list[list[str]] = [[] for _ in batch]
+        added: list[list[str]] = [[] for _ in batch]
         wanted = [(i, c.their_verkey, k) for i, c in enumerate(batch) for k in c.recipient_keys]
         if not wanted:
-            return kept
+            return kept, added
         if self.dry_run:
             pipe = self.redis.pipeline(transaction=False)
             for _, _, key in wanted:
@@ -175,9 +231,11 @@ class Writer:
         for (i, _, key), answer in zip(wanted, answers, strict=True):
             if answer is RouteAddCode.TAKEN:
                 self.report.refuse("a recipient key another wallet holds", key)
-            else:
-                kept[i].append(key)
-        return kept
+                continue
+            kept[i].append(key)
+            if answer is RouteAddCode.ADDED:
+                added[i].append(key)
+        return kept, added
 
     def _record_call(self, c: Connection, routed: list[str]) -> tuple[str, list[str], list[Any]]:
         qk = keys.queue_keys(f"{keys.DIDCOMM_NAMESPACE}:{c.their_verkey}")
@@ -227,15 +285,22 @@ class Writer:
 
     # -------------------------------------------------------------- queued messages
 
-    async def write_messages(self, connection: str, messages: Sequence[QueuedMessage]) -> None:
-        """One wallet's queued messages, in order, those a run before put in skipped."""
+    async def write_messages(
+        self, connection: str, messages: Sequence[QueuedMessage], position: int = 0
+    ) -> None:
+        """Some of one wallet's queued messages, in order: those from `position` in the
+        run's sequence of its messages (a wallet's may come in several groups: from the
+        store, then from a Postgres queue). Those a run before put in are skipped: the
+        record counts how many of the sequence are in."""
         record = keys.connection_keys(connection).record
         done = int(await self.redis.hget(record, rec.IMPORTED_MESSAGES) or 0)
-        self.report.existing["queued messages"] += min(done, len(messages))
-        rest = list(messages[done:])
+        skip = min(max(done - position, 0), len(messages))
+        self.report.existing["queued messages"] += skip
+        rest = list(messages[skip:])
         if self.dry_run:
             self.report.imported["queued messages"] += len(rest)
             return
+        position += skip
         ref = QueueRef(keys.DIDCOMM_NAMESPACE, connection)
         for start in range(0, len(rest), SEND_CHUNK):
             chunk = rest[start : start + SEND_CHUNK]
@@ -257,7 +322,8 @@ class Writer:
                 for m in rest[start:]:
                     self.report.refuse(reason, m.source_id)
                 return
-            await self.redis.hincrby(record, rec.IMPORTED_MESSAGES, len(chunk))
+            position += len(chunk)
+            await self.redis.hset(record, rec.IMPORTED_MESSAGES, position)
             copies = sum(result.duplicates)
             self.report.imported["queued messages"] += len(chunk) - copies
             self.report.existing["queued messages"] += copies

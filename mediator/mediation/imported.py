@@ -4,10 +4,11 @@ each of its connections.
 
 Our own keys are derived from the key seed (mediator/didcomm/identity.py); an imported key
 cannot be, so its private part (an Ed25519 seed) is stored in Redis, sealed with
-ChaCha20-Poly1305 under a key derived from the mediator's key seed (HKDF-SHA256). The nonce
-is derived from the name the sealed seed is stored under, and that name is also the
-associated data: a seed moved to another name does not open, and sealing the same seed
-under the same name again gives the same bytes (an import run twice writes nothing new).
+AES-256-GCM-SIV under a key derived from the mediator's key seed (HKDF-SHA256). The name the
+sealed seed is stored under (a public key) is the associated data, and its hash the nonce:
+a seed moved to another name does not open, and sealing the same seed under the same name
+again gives the same bytes (an import run twice writes nothing new). GCM-SIV is made for a
+nonce that repeats: two different seeds sealed under one name reveal only that they differ.
 Nothing sealed is ever logged, and the capacity snapshot reads no field of it.
 
     d:imported (keys.imported), a small hash:
@@ -35,7 +36,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mediator.didcomm.keys import KEY_CACHE, KeyPair, b58decode
@@ -60,7 +61,7 @@ class Sealer:
 
     def __init__(self, identity: KeyPair) -> None:
         derived = HKDF(hashes.SHA256(), 32, salt=None, info=_INFO).derive(identity.sigkey[:32])
-        self._aead = ChaCha20Poly1305(derived)
+        self._aead = AESGCMSIV(derived)
 
     def seal(self, seed: bytes, name: bytes) -> bytes:
         """`seed` sealed under `name` (the raw public key it is stored by)."""

@@ -27,7 +27,14 @@ if ARGV[5] == '1' and not exists(Q) then
   for i = 8, 7 + 2 * n do config[#config + 1] = ARGV[i] end
   create_queue(Q, ARGV[1], tonumber(ARGV[6]), config)
 end
+-- In pieces: unpack takes some thousands of values at most (a keylist may be longer).
 local fields = {ARGV[2], ARGV[3]}
-for i = 8 + 2 * n, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', record, unpack(fields))
+for i = 8 + 2 * n, #ARGV do
+  fields[#fields + 1] = ARGV[i]
+  if #fields >= 1000 then
+    redis.call('HSET', record, unpack(fields))
+    fields = {}
+  end
+end
+if #fields > 0 then redis.call('HSET', record, unpack(fields)) end
 return 1
