@@ -46,6 +46,13 @@ def digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
 
 
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temporary files of this module's tests in a folder of their own: the importer's
+    copies of other tests, running at the same time, are not theirs to count."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("tmp")))
+
+
 def copies() -> set[str]:
     """The importer's temporary copies that exist now."""
     return {p.name for p in Path(tempfile.gettempdir()).glob(COPY_PREFIX + "*")}

@@ -9,13 +9,22 @@ is byte for byte what it was."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from tests.interop.acapy import AcaPyAgent
 from tests.interop.credo import CredoAgent, CredoError
-from tests.interop.old_acapy import OldWorld, Wallet, WalletFactory, old_acapy_world, plain_peer
+from tests.interop.old_acapy import (
+    OldWorld,
+    Peer,
+    Wallet,
+    WalletFactory,
+    old_acapy_world,
+    plain_peer,
+)
+from tests.interop.old_credo import credo_peer
 from tests.interop.switch import Switched, switch
 
 pytestmark = pytest.mark.interop
@@ -41,10 +50,21 @@ def credo_wallet(version: str) -> WalletFactory:
     return make
 
 
-WALLETS: dict[str, WalletFactory | None] = {
-    "acapy": None,  # the harness's own: an ACA-Py mediation client
-    "credo-0.5.19": credo_wallet("0.5.19"),
-    "credo-0.6.3": credo_wallet("0.6.3"),
+def credo_contact(version: str) -> Callable[[Path], Awaitable[Peer]]:
+    """A Credo wallet's contact: a Credo agent of its version with an endpoint of its own
+    (ACA-Py 1.7 cannot complete DID Exchange with Credo 0.5's invitations)."""
+
+    async def make(home: Path) -> Peer:
+        return await credo_peer(home, version)
+
+    return make
+
+
+# wallet kind -> (its factory, its contacts' factory); None: the harness's ACA-Py agents
+WALLETS: dict[str, tuple[WalletFactory | None, Callable[[Path], Awaitable[Peer]] | None]] = {
+    "acapy": (None, None),
+    "credo-0.5.19": (credo_wallet("0.5.19"), credo_contact("0.5.19")),
+    "credo-0.6.3": (credo_wallet("0.6.3"), credo_contact("0.6.3")),
 }
 
 
@@ -55,33 +75,39 @@ async def _connections(wallet: Wallet) -> int:
     return len(await wallet.connections())
 
 
-async def _carry_on(world: OldWorld, switched: Switched, tmp_path: Path) -> None:
+async def _carry_on(
+    world: OldWorld,
+    switched: Switched,
+    tmp_path: Path,
+    contact: Callable[[Path], Awaitable[Peer]] | None = None,
+) -> None:
     """What every wallet must see after the switch."""
     assert switched.imported("grants") >= 1
     await world.restart_wallet()
     known = await _connections(world.wallet)
     expected = list(world.sent)
-    for text in ("after the move", "last"):  # anything twice would come before "last"
+    for text in ("after the move", "last"):  # one at a time: a sender does not order them
         await world.peer.send(world.peer_connection, text)
         expected.append(text)
-    assert await world.wallet.wait_for_messages(len(expected)) == expected
+        assert await world.wallet.wait_for_messages(len(expected)) == expected  # once each
     assert await _connections(world.wallet) == known  # no new connection with the mediator
 
-    contact = await plain_peer(tmp_path / "contact")  # a new contact, through us
+    new = await (contact or plain_peer)(tmp_path / "contact")  # a new contact, through us
     try:
-        to_wallet = await contact.receive_invitation(await world.wallet.create_invitation())
-        await contact.send(to_wallet, "from a new contact")
+        to_wallet = await new.receive_invitation(await world.wallet.create_invitation())
+        await new.send(to_wallet, "from a new contact")
         expected.append("from a new contact")
         assert await world.wallet.wait_for_messages(len(expected)) == expected
     finally:
-        await contact.stop()
+        await new.stop()
     assert await world.current_store_digest() == world.store_digest
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("kind", list(WALLETS))
 async def test_an_acapy_mediators_wallets_carry_on_with_us(tmp_path: Path, kind: str) -> None:
-    world = await old_acapy_world(tmp_path, wallet=WALLETS[kind])
+    wallet, contact = WALLETS[kind]
+    world = await old_acapy_world(tmp_path, wallet=wallet, peer=contact)
     newcomer: CredoAgent | None = None
     switched = None
     try:
@@ -93,7 +119,7 @@ async def test_an_acapy_mediators_wallets_carry_on_with_us(tmp_path: Path, kind:
             world.endpoints,
             tmp_path / "ours",
         )
-        await _carry_on(world, switched, tmp_path)
+        await _carry_on(world, switched, tmp_path, contact)
         if isinstance(world.wallet, CredoAgent):
             with pytest.raises(CredoError, match="already"):  # it keeps the connection it has
                 await world.wallet.accept_invitation(world.invitation_url)

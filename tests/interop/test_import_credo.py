@@ -37,10 +37,10 @@ async def test_a_credo_mediators_wallets_carry_on_with_us(tmp_path: Path, versio
 
         expected = world.delivered + world.queued
         assert await world.wallet.wait_for_messages(len(expected)) == expected
-        for text in ("after the move", "last"):  # anything twice would come before "last"
+        for text in ("after the move", "last"):  # one at a time: a sender does not order them
             await world.peer.send(world.peer_connection, text)
             expected.append(text)
-        assert await world.wallet.wait_for_messages(len(expected)) == expected
+            assert await world.wallet.wait_for_messages(len(expected)) == expected  # once each
 
         # A new contact: the wallet registers a new key with us (keylist update) and its
         # contact's messages reach it through us.
