@@ -126,6 +126,7 @@ def test_a_redis_of_another_mediator_is_refused(store: AcapyTruth, tmp_path: Pat
     assert "another mediator's state" in line
 
 
+@pytest.mark.timeout(600)  # a store of 3,000 wallets and two imports, on a loaded machine
 def test_a_run_killed_halfway_and_run_again_imports_everything_once(
     tmp_path: Path, redis_url: str
 ) -> None:

@@ -3,8 +3,9 @@ say what was carried over, skipped and refused.
 
 The order: open the store (read-only), read the mediator (refused here when it is not one),
 check the target (refused when it holds another mediator), write the mediator's keys and
-invitations, then its wallets in batches, then the messages it held for them. Progress goes
-to `progress` every few seconds on a long run.
+invitations, then its wallets in batches (each batch written while the next is read), then
+its endpoints, then the messages it held for them. Progress goes to `progress` every few
+seconds on a long run.
 """
 
 from __future__ import annotations
@@ -202,24 +203,31 @@ async def _connections(
     read = 0
     started = last = time.monotonic()
     writing: asyncio.Task[None] | None = None  # the batch before: written while this is read
-    async for connection in reader.connections(source):
-        batch.append(connection)
-        read += 1
-        if len(batch) >= BATCH:
-            if writing is not None:
+    try:
+        async for connection in reader.connections(source):
+            batch.append(connection)
+            read += 1
+            if len(batch) >= BATCH:
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(writer.write_connections(batch))
+                batch = []
+            now = time.monotonic()
+            if now - last >= PROGRESS_SECONDS:
+                last = now
+                rate = read / (now - started)
+                progress(
+                    f"wallets: {read:,} read of {total:,} connection records "
+                    f"({rate:,.0f}/s), {source.report.imported['connections']:,} imported"
+                )
+        if writing is not None:
+            await writing
+    except BaseException:
+        if writing is not None and not writing.done():
+            writing.cancel()
+            with contextlib.suppress(BaseException):
                 await writing
-            writing = asyncio.create_task(writer.write_connections(batch))
-            batch = []
-        now = time.monotonic()
-        if now - last >= PROGRESS_SECONDS:
-            last = now
-            rate = read / (now - started)
-            progress(
-                f"wallets: {read:,} read of {total:,} connection records "
-                f"({rate:,.0f}/s), {source.report.imported['connections']:,} imported"
-            )
-    if writing is not None:
-        await writing
+        raise
     if batch:
         await writer.write_connections(batch)
 

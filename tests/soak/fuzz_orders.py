@@ -141,6 +141,7 @@ class Orders:
         # close (or at its deadline): a new socket of the same connection picks it up. It
         # may ask before that release, so it asks again until everything accepted came.
         again = Recipient(self.base(), agent.mediator, "ws", agent.keys)
+        again.recipient_keys = agent.recipient_keys  # what is forwarded to it opens there too
         try:
             await again.connect()
             loop = asyncio.get_running_loop()
