@@ -41,6 +41,12 @@ async def journal(path: Path) -> list[Path]:
     return [p for p in path.parent.iterdir() if p.name.startswith(path.name + "-")]
 
 
+async def closed(store: Store, path: Path) -> None:
+    """Close a store as a stopped mediator leaves it: its journal folded into the file."""
+    await store.close()
+    await eventually(lambda: journal(path), lambda left: not left, within=30)
+
+
 def digests(folder: Path) -> dict[str, str]:
     """Each file's name and SHA-256."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
@@ -157,7 +163,7 @@ async def test_a_store_that_is_no_mediator_is_refused_in_one_line(
     store = await Store.provision(f"sqlite://{path}", "raw", RAW_KEY, recreate=True)
     async with store.session() as session:  # a wallet's store: things, but no mediation
         await session.insert("credential", "x-1", '{"schema": "id"}', {})
-    await store.close()
+    await closed(store, path)
     source = await SourceStore.open(f"sqlite://{path}", RAW_KEY)
     try:
         with pytest.raises(ImportRefused, match=said) as refused:
@@ -183,7 +189,7 @@ async def test_a_store_of_the_other_mediator_says_which_command_reads_it(
             )
         else:  # an ACA-Py mediator's
             await session.insert("routing_did", "routing_did", '{"verkey": "x"}', {})
-    await store.close()
+    await closed(store, path)
     source = await SourceStore.open(f"sqlite://{path}", RAW_KEY)
     try:
         with pytest.raises(ImportRefused, match=said):
