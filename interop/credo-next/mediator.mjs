@@ -16,6 +16,11 @@
 // The store is <path>/wallet/<id>/sqlite.db (Credo's default place under its data path),
 // default profile <id>. Run with CREDO_HOME = an install of interop/install-credo.sh 0.6.3 or
 // 0.7.0.
+//
+// With "queue": {"postgres": {"host", "user", "password", "database"}} (0.6.3 only) the
+// queue is didcomm-mediator-credo's MESSAGE_PICKUP__STORAGE__TYPE=postgres instead: the
+// published @credo-ts/didcomm-transport-queue-postgres, which makes its database (table
+// `queued_message`) on the server at `host` (port 5432: the package fixes it) as `user`.
 import crypto from 'node:crypto'
 import { createRequire } from 'node:module'
 import path from 'node:path'
@@ -240,11 +245,47 @@ async function mediatorInvitation(agent) {
   return newest ? { record: newest, reused: true } : { record: await create(), reused: false }
 }
 
+// didcomm-mediator-credo's Postgres queue, and a reader of its table for the "queue" command.
+async function postgresQueue(config) {
+  for (const name of ['host', 'user', 'password', 'database']) {
+    if (!config[name]) throw new Error(`queue.postgres.${name} is needed`)
+  }
+  const { DidCommTransportQueuePostgres } = await load('@credo-ts/didcomm-transport-queue-postgres')
+  const pg = await load('pg')
+  const queue = new DidCommTransportQueuePostgres({
+    postgresHost: config.host,
+    postgresUser: config.user,
+    postgresPassword: config.password,
+    postgresDatabaseName: config.database,
+  })
+  const Pool = pg.Pool ?? pg.default.Pool
+  let reader = null
+  queue.stored = async () => {
+    reader = reader || new Pool({ ...config, port: 5432, max: 1 })
+    const { rows } = await reader.query(
+      'SELECT id, connection_id, created_at, encrypted_message, state FROM queued_message ORDER BY created_at, id'
+    )
+    return rows.map((r) => ({
+      id: r.id,
+      connectionId: r.connection_id,
+      createdAt: r.created_at,
+      message: r.encrypted_message,
+      state: r.state,
+    }))
+  }
+  queue.closeReader = async () => {
+    if (reader) await reader.end()
+    reader = null
+  }
+  return queue
+}
+
 async function main() {
   const port = options.port
   if (!port) throw new Error('port is needed')
   const store = storeConfig()
-  const queue = new AskarMessageQueue(options.leaseMs || 30000)
+  const inPostgres = options.queue && options.queue.postgres
+  const queue = inPostgres ? await postgresQueue(inPostgres) : new AskarMessageQueue(options.leaseMs || 30000)
   const strategy = DidCommMessageForwardingStrategy[options.forwardingStrategy || 'QueueAndLiveModeDelivery']
   if (!strategy) throw new Error(`forwardingStrategy ${options.forwardingStrategy}`)
 
@@ -284,6 +325,7 @@ async function main() {
   })
 
   const started = Date.now()
+  if (inPostgres) await queue.initialize(agent)  // as its README: before the agent's
   await agent.initialize()
   http.server.on('upgrade', (request, socket, head) => {
     socketServer.handleUpgrade(request, socket, head, (ws) => socketServer.emit('connection', ws, request))
@@ -303,6 +345,7 @@ async function main() {
     outOfBandId: record.id,
     invitationReused: reused,
     store: store.store,
+    queue: inPostgres ? 'postgres' : 'askar',
     forwardingStrategy: strategy,
   })
 
@@ -336,6 +379,7 @@ async function main() {
     invitation: async () => ({ url: invitationUrl, invitation: record.outOfBandInvitation.toJSON() }),
     shutdown: async () => {
       stopping = true
+      if (inPostgres) await queue.closeReader()
       await agent.shutdown()
       setTimeout(() => process.exit(0), 50)
       return {}

@@ -204,6 +204,8 @@ class CredoReader:
             entries.sort(key=lambda entry: entry[0])  # by createdAt; ties keep the store's order
         if self.queue is not None:
             self._in_postgres = set(await self.queue.connections())
+            for row_id in await self.queue.unrouted():
+                source.report.refuse("a queued message that names no connection", row_id)
 
     async def connections(self, source: Source) -> AsyncIterator[Connection]:
         await self._index_dids()

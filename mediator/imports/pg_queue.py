@@ -44,10 +44,20 @@ class PostgresQueue:
         """Connection id -> how many messages wait for it."""
         rows = await self._query(
             "SELECT connection_id::text AS c, count(*) AS n FROM queued_message "
-            "WHERE state::text = ANY($1::text[]) GROUP BY connection_id",
+            "WHERE state::text = ANY($1::text[]) AND connection_id IS NOT NULL "
+            "GROUP BY connection_id",
             list(WAITING),
         )
         return {row["c"]: int(row["n"]) for row in rows}
+
+    async def unrouted(self) -> list[str]:
+        """Ids of waiting messages that name no connection (Credo always names one)."""
+        rows = await self._query(
+            "SELECT id::text AS id FROM queued_message "
+            "WHERE state::text = ANY($1::text[]) AND connection_id IS NULL ORDER BY created_at, id",
+            list(WAITING),
+        )
+        return [row["id"] for row in rows]
 
     async def messages(self, connection_id: str) -> AsyncIterator[tuple[str, bytes, str, str]]:
         """(id, envelope JSON, recipient verkey or "", arrival time) in arrival order."""

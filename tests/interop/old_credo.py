@@ -7,7 +7,9 @@ takes over.
 SQLite store `<home>/wallet/<id>/sqlite.db` (profile `<id>`, key derivation
 `kdf:argon2i:mod` unless told), HTTP and WebSocket on one port, mediation granted to all, one
 reusable invitation kept across restarts, and forwards queued as `MessageRecord`s in the
-store (docs/import-sources.md §2.2-2.4). `old_credo_world` starts one, gets a wallet with a
+store (docs/import-sources.md §2.2-2.4), or for 0.6.3 in didcomm-mediator-credo's Postgres
+queue (`queue=Postgres(...)`: its published package and its table `queued_message`).
+`old_credo_world` starts one, gets a wallet with a
 persistent store mediated by it and a peer connected to that wallet, checks that a message
 gets through, stops the wallet, lets the peer write to it while it is away (the mediator
 queues those), and stops the mediator: its store is then what an operator has when the
@@ -35,6 +37,7 @@ from tests.interop.credo import (
     NodeDriver,
 )
 from tests.interop.installs import ROOT
+from tests.interop.postgres import Postgres
 
 MEDIATOR = ROOT / "interop" / "credo" / "mediator.js"
 NEXT_MEDIATOR = ROOT / "interop" / "credo-next" / "mediator.mjs"
@@ -43,6 +46,8 @@ DEFAULT_KEY_METHOD = "kdf:argon2i:mod"  # Credo's and Askar's default
 STORE_ID = "mediator"  # = profile name; didcomm-mediator-credo's default is "mediator-dev"
 STRATEGIES = ("QueueOnly", "QueueAndLiveModeDelivery", "DirectDelivery")
 FIRST_MESSAGE = "before the move"
+QUEUE_DATABASE = "messagepickuprepository"  # the Postgres queue's default database
+POSTGRES_PORT = 5432  # the Postgres queue package fixes it
 
 
 def mediator_script(version: str) -> Path:
@@ -73,9 +78,12 @@ class CredoMediator(NodeDriver):
         label: str = "Credo Mediator",
         lease_ms: int = 30_000,
         log_level: str = "info",
+        queue: Postgres | None = None,
     ) -> None:
         if version not in VERSIONS:
             raise ValueError(f"Credo {version}: one of {', '.join(VERSIONS)}")
+        if queue is not None and (version != "0.6.3" or queue.port != POSTGRES_PORT):
+            raise ValueError("the Postgres queue: Credo 0.6.3, a server on port 5432")
         if key_method not in KEY_METHODS:
             raise ValueError(f"key method {key_method}: one of {', '.join(KEY_METHODS)}")
         if forwarding_strategy not in STRATEGIES:
@@ -102,6 +110,16 @@ class CredoMediator(NodeDriver):
             "leaseMs": lease_ms,
             "logLevel": log_level,
         }
+        self.postgres = queue
+        if queue is not None:
+            options["queue"] = {
+                "postgres": {
+                    "host": queue.host,
+                    "user": queue.account,
+                    "password": queue.password,
+                    "database": QUEUE_DATABASE,
+                }
+            }
         super().__init__(f"mediator-{version}", mediator_script(version), options, version)
 
     def on_event(self, item: dict[str, Any]) -> None:
@@ -113,9 +131,20 @@ class CredoMediator(NodeDriver):
             raise CredoError(f"{self.name} has not started")
         return str(self.ready["invitationUrl"])
 
+    @property
+    def queue_url(self) -> str | None:
+        """The Postgres queue's database, as `mediator import credo --queue-url` takes it."""
+        return None if self.postgres is None else self.postgres.uri(QUEUE_DATABASE)
+
+    async def queue_digest(self) -> str | None:
+        """SHA-256 of a dump of the Postgres queue's database (None: the queue is the store)."""
+        if self.postgres is None:
+            return None
+        return hashlib.sha256(await self.postgres.dump(QUEUE_DATABASE)).hexdigest()
+
     async def queue(self) -> list[dict[str, Any]]:
-        """The MessageRecords in the store, oldest first: id, connectionId, createdAt,
-        message (the JWE)."""
+        """The queued messages (MessageRecords in the store, or rows of the Postgres queue),
+        oldest first: id, connectionId, createdAt, message (the JWE)."""
         return list((await self.command("queue"))["messages"])
 
     async def connections(self) -> list[dict[str, Any]]:
@@ -224,6 +253,8 @@ class OldCredoWorld:
     invitation_url: str  # the mediator's (reusable) invitation, as the wallet used it
     invitation_id: str
     store_digest: dict[str, str]  # as stopped; compare with `current_store_digest()`
+    queue_url: str | None  # the Postgres queue (None: the queue is in the store)
+    queue_digest: str | None  # its dump's digest as stopped; `current_queue_digest()`
     mediator: CredoMediator  # stopped; `start()` again reopens the same store
     wallet: CredoAgent  # stopped; `start()` again reopens its store (`wallet.store`)
     peer: CredoAgent  # running
@@ -256,6 +287,9 @@ class OldCredoWorld:
 
     def current_store_digest(self) -> dict[str, str]:
         return self.mediator.store_digest()
+
+    async def current_queue_digest(self) -> str | None:
+        return await self.mediator.queue_digest()
 
     async def close(self) -> None:
         """Stop everything still running (wallet, peer, mediator)."""
@@ -305,6 +339,7 @@ async def old_credo_world(
     key_method: str = DEFAULT_KEY_METHOD,
     forwarding_strategy: str | None = None,
     peer: Callable[[Path], Awaitable[CredoAgent]] | None = None,
+    queue: Postgres | None = None,
 ) -> OldCredoWorld:
     """Start the old Credo mediator `version` (store in `tmp/mediator`), a Credo wallet
     (`wallet_version`, default the same; persistent store in `tmp/wallet`; pickup strategy
@@ -318,7 +353,10 @@ async def old_credo_world(
     `forwarding_strategy` defaults to QueueAndLiveModeDelivery, and to DirectDelivery for
     `pickup="Implicit"`: an implicit wallet opens no live pickup session, so a Credo mediator
     only reaches it by sending on its open socket (DirectDelivery, which still queues for an
-    offline Credo wallet, whose DID document names `didcomm:transport/queue`)."""
+    offline Credo wallet, whose DID document names `didcomm:transport/queue`).
+
+    `queue`: a started PostgreSQL (port 5432) for the mediator's Postgres queue (0.6.3)
+    instead of its store; the caller stops it."""
     if forwarding_strategy is None:
         forwarding_strategy = (
             "DirectDelivery" if pickup == "Implicit" else "QueueAndLiveModeDelivery"
@@ -331,6 +369,7 @@ async def old_credo_world(
         version=version,
         key_method=key_method,
         forwarding_strategy=forwarding_strategy,
+        queue=queue,
     )
     running: list[NodeDriver] = [mediator]
     try:
@@ -381,6 +420,7 @@ async def old_credo_world(
             records = await mediator.wait_queue(i + 1, mediator_wallet_connection)
         await mediator.stop()
         digest = mediator.store_digest()
+        queue_digest = await mediator.queue_digest()
     except BaseException:
         await asyncio.gather(*(agent.stop() for agent in running), return_exceptions=True)
         raise
@@ -394,6 +434,8 @@ async def old_credo_world(
         invitation_url=mediator.invitation_url,
         invitation_id=str(mediator.ready["invitationId"]),
         store_digest=digest,
+        queue_url=mediator.queue_url,
+        queue_digest=queue_digest,
         mediator=mediator,
         wallet=wallet,
         peer=the_peer,

@@ -42,13 +42,19 @@ def import_store(
 
 
 async def switch(
-    kind: str, uri: str, key: str, port: int, endpoints: tuple[str, ...], data: Path
+    kind: str,
+    uri: str,
+    key: str,
+    port: int,
+    endpoints: tuple[str, ...],
+    data: Path,
+    *extra: str,
 ) -> Switched:
-    """Import the stopped old mediator's store, then start our node on its `port` with its
-    `endpoints` (HTTP first, then WebSocket). AssertionError with the import's output when
-    it fails."""
+    """Import the stopped old mediator's store (with `extra` arguments, e.g. --queue-url),
+    then start our node on its `port` with its `endpoints` (HTTP first, then WebSocket).
+    AssertionError with the import's output when it fails."""
     started = time.monotonic()
-    result = await asyncio.to_thread(import_store, kind, uri, key, data)
+    result = await asyncio.to_thread(import_store, kind, uri, key, data, *extra)
     imported = time.monotonic()
     assert result.returncode == 0, result.stdout + result.stderr
     http = next(e for e in endpoints if e.startswith("http"))

@@ -1,19 +1,22 @@
 """Switching from a real Credo mediator (0.5.19, 0.6.3: its mediator module, its queue in its
-Askar store, as didcomm-mediator-credo keeps it) to ours: a Credo wallet that was offline
-while messages waited for it at the old mediator starts again from its own storage, unchanged,
-and picks them all up from us, in order, once each; its contact, unchanged, goes on sending;
-it makes a new connection through us; a new wallet given only the old invitation gets
-mediation; the old store is byte for byte what it was."""
+Askar store or, for 0.6.3, in Postgres, as didcomm-mediator-credo keeps it) to ours: a Credo
+wallet that was offline while messages waited for it at the old mediator starts again from
+its own storage, unchanged, and picks them all up from us, in order, once each; its contact,
+unchanged, goes on sending; it makes a new connection through us; a new wallet given only
+the old invitation gets mediation; the old store is byte for byte what it was."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from mediator.embedded import free_port
 from tests.interop.credo import CredoAgent, CredoError
-from tests.interop.old_credo import credo_peer, old_credo_world
-from tests.interop.switch import switch
+from tests.interop.old_credo import POSTGRES_PORT, credo_peer, old_credo_world, stored_queue
+from tests.interop.postgres import Postgres
+from tests.interop.switch import import_store, switch
 
 pytestmark = pytest.mark.interop
 
@@ -70,3 +73,60 @@ async def test_a_credo_mediators_wallets_carry_on_with_us(tmp_path: Path, versio
         await world.close()
         if switched is not None:
             switched.node.stop()
+
+
+@pytest.mark.timeout(600)
+async def test_a_credo_mediators_postgres_queue_comes_over(tmp_path: Path) -> None:
+    """didcomm-mediator-credo with MESSAGE_PICKUP__STORAGE__TYPE=postgres: the messages
+    waiting in its `queued_message` table reach the wallet from us (--queue-url), in order,
+    once each; neither the store nor the queue's database changes."""
+    postgres = Postgres(account="credo", port=POSTGRES_PORT)
+    await postgres.start()
+    switched = None
+    try:
+        world = await old_credo_world(tmp_path, "0.6.3", queue=postgres)
+        try:
+            assert world.queue_url is not None
+            assert await stored_queue(world.store) == []  # the messages wait in Postgres only
+            closed = f"postgres://credo:{postgres.password}@127.0.0.1:{free_port()}/queue"
+            for url, said in ((postgres.uri("postgres"), "no queued_message table"), (closed, "")):
+                refused = await asyncio.to_thread(
+                    import_store,
+                    "credo",
+                    world.store_uri,
+                    world.key,
+                    tmp_path / "no",
+                    "--queue-url",
+                    url,
+                )
+                lines = [line for line in refused.stderr.splitlines() if line.strip()]
+                assert refused.returncode == 1 and len(lines) == 1, refused
+                assert lines[0].startswith("error: --queue-url postgres://credo:***@"), lines
+                assert said in lines[0] and postgres.password not in lines[0]
+            switched = await switch(
+                "credo",
+                world.store_uri,
+                world.key,
+                world.port,
+                world.endpoints,
+                tmp_path / "ours",
+                "--queue-url",
+                world.queue_url,
+            )
+            assert switched.imported("queued messages") == len(world.queued)
+            ready = await world.wallet.start()
+            assert ready["mediationId"] == world.mediation["mediationId"]
+            expected = world.delivered + world.queued
+            assert await world.wallet.wait_for_messages(len(expected)) == expected
+            await world.peer.send(world.peer_connection, "after the move")
+            expected.append("after the move")
+            assert await world.wallet.wait_for_messages(len(expected)) == expected  # once each
+
+            assert world.current_store_digest() == world.store_digest
+            assert await world.current_queue_digest() == world.queue_digest
+        finally:
+            await world.close()
+    finally:
+        if switched is not None:
+            switched.node.stop()
+        await postgres.stop()
