@@ -1,25 +1,32 @@
 """`mediator import`'s edges, fast tier: an old mediator whose WebSocket endpoint has a path
-of its own, a wallet whose key already has a connection here, a wallet's queued messages
-coming in two groups, passwords in a store's URI."""
+of its own, ACA-Py 0.12's connections 1.0 invitation, a wallet whose key already has a
+connection here, a wallet's queued messages coming in two groups, passwords in a store's
+URI."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import base58
 import pytest
 
 from bench.support.askar_stores import AcapyPlan, AcapyTruth, make_acapy_store
-from mediator.client import Sender
+from mediator.client import Recipient, Sender
+from mediator.didcomm.did_doc import parse_doc
+from mediator.didcomm.signatures import verify_connection
 from mediator.engine import keys
 from mediator.imports.model import QueuedMessage, Report
 from mediator.imports.source import describe
 from mediator.imports.writer import Writer
 from mediator.mediation.keymaps import raw_key
 from mediator.storage.clients import RedisClient
-from tests.didcomm_peer import ENVELOPE
+from tests.didcomm_peer import ENVELOPE, Peer
 from tests.inprocess import AppNode
+from tests.test_handshakes import legacy_doc
 from tests.test_imports import _import, _target
 
 pytestmark = pytest.mark.topology
@@ -57,6 +64,53 @@ async def test_the_path_of_the_old_websocket_endpoint_is_answered(
             assert (await client.post("/ws", content=data, headers=ENVELOPE)).status_code == 202
             elsewhere = await client.post("/elsewhere", content=data, headers=ENVELOPE)
             assert elsewhere.status_code in (404, 405)  # no other path became DIDComm's
+    finally:
+        await node.stop()
+
+
+async def test_the_connections_invitation_of_acapy_0_12_is_served_and_answered(
+    tmp_path: Path, module_redis: RedisClient, redis_url: str, forgetting: None
+) -> None:
+    """ACA-Py 0.12 as aries-mediator-service runs it (`--connections-invite`) hands out an
+    RFC 0160 invitation: after the switch it is served as it was (`?c_i=`), and a wallet
+    whose app ships it gets a connections 1.0 response signed by its key, then mediation."""
+    plan = AcapyPlan(
+        connections=2, clients=("sov",), invitation_form="connections", key_method="raw",
+        seed="test-imports-c-i",
+    )  # fmt: skip
+    truth = await make_acapy_store(tmp_path / "sqlite.db", plan)
+    source = await _import(module_redis, truth)
+    assert source.report.imported["invitations"] == 1
+    [old] = truth.invitations
+    node = await AppNode(redis_url, "c-i").start()
+    try:
+        async with node.client() as client:
+            answer = (await client.get("/invitation")).json()
+        assert answer["invitation"] == old.invitation
+        url = urlsplit(answer["invitation_url"])
+        [encoded] = parse_qs(url.query)["c_i"]
+        assert json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))) == (
+            old.invitation
+        )
+        wallet = Peer(node, old.key.verkey)
+        try:
+            did = base58.b58encode(wallet.keys.verkey[:16]).decode()
+            request = Recipient.message(
+                "connections/1.0/request",
+                label="shipped with the old invitation",
+                connection={"DID": did, "DIDDoc": legacy_doc(wallet.keys, did)},
+            )
+            request["~thread"] = {"thid": request["@id"], "pthid": old.id}
+            response = await wallet.request_message(request)
+            assert response["@type"] == "https://didcomm.org/connections/1.0/response"
+            signed, signer = verify_connection(response["connection~sig"])
+            assert signer == old.key.verkey  # the old invitation's key signs our new DID
+            ours = parse_doc(signed["DIDDoc"], signed["DID"])
+            wallet.mediator = ours.recipient_key  # from our own seed, as every new one
+            assert wallet.mediator != old.key.verkey
+            assert (await wallet.mediate_request())["@type"].endswith("/mediate-grant")
+        finally:
+            await wallet.close()
     finally:
         await node.stop()
 

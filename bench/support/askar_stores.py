@@ -35,6 +35,7 @@ from aries_askar import Key, KeyAlg, Store
 AcapyClient = Literal["sov", "peer1", "peer4", "peer2"]
 CredoClient = Literal["peer1", "peer4"]
 CredoVersion = Literal["0.5", "0.6"]
+InvitationForm = Literal["oob", "connections"]
 Progress = Callable[[int, int], None]
 """Called after each commit with (connections written, connections planned)."""
 
@@ -46,6 +47,7 @@ ACAPY_VERSION = "v1.7.0"
 CREDO_STORAGE_VERSION = "0.5"  # what 0.5, 0.6 and 0.7 all write
 DIDEXCHANGE = "https://didcomm.org/didexchange"
 OOB_INVITATION = "https://didcomm.org/out-of-band/1.1/invitation"
+CONNECTIONS_INVITATION = "https://didcomm.org/connections/1.0/invitation"
 DID_V1_OLD = "https://w3id.org/did/v1"
 DID_V1 = "https://www.w3.org/ns/did/v1"
 MULTIKEY_V1 = "https://w3id.org/security/multikey/v1"
@@ -76,6 +78,9 @@ class AcapyPlan:
     clients: tuple[AcapyClient, ...] = ("sov", "peer1", "peer4", "peer2")
     recipient_keys: int = 1  # forward_route records per granted connection
     invitations: int = 1  # multi-use templates (ACA-Py makes one per start)
+    # "oob": 1.x's `--invite` (OOB 1.1, didexchange/1.0); "connections": 0.12's
+    # `--connections-invite`, as aries-mediator-service runs it (RFC 0160, no oob_record)
+    invitation_form: InvitationForm = "oob"
     requested: int = 0
     denied: int = 0
     requests: bool = True  # keep each connection's `connection_request` (not needed to route)
@@ -717,6 +722,9 @@ class _Acapy:
             self.ids.uuid("invitation", n),
             _acapy_time(_moment(-100 + n)),
         )
+        if self.plan.invitation_form == "connections":
+            self.connections_invitation(unit, n, key, template, msg_id, created)
+            return
         invitation = {
             "@type": OOB_INVITATION,
             "@id": msg_id,
@@ -774,6 +782,41 @@ class _Acapy:
             _Row("oob_record", self.ids.uuid("oob", n), _aj(oob), oob_tags),
         ]
         unit.keys.append(_KeyRow(key.verkey, key.seed, "{}", {"multikey": key.multikey}))
+        self.truth.invitations.append(
+            InvitationTruth(msg_id, key.truth(), self.plan.label, invitation, template)
+        )
+
+    def connections_invitation(
+        self, unit: _Unit, n: int, key: _Ed, template: str, msg_id: str, created: str
+    ) -> None:
+        """0.12's `--connections-invite`: a template connection (no `invitation_msg_id`) and
+        its RFC 0160 invitation (base58 keys, one endpoint), no oob_record; and the key
+        (made by `create_local_did`'s path in 0.12: no tags)."""
+        invitation = {
+            "@type": CONNECTIONS_INVITATION,
+            "@id": msg_id,
+            "label": self.plan.label,
+            "recipientKeys": [key.verkey],
+            "serviceEndpoint": self.plan.endpoints[0],
+            "routingKeys": [],
+        }
+        tags = {"invitation_key": key.verkey, "state": "invitation", "their_role": "invitee"}
+        value = {
+            **tags,
+            "created_at": created,
+            "updated_at": created,
+            **self.connection_defaults("multi", None, "connections/1.0"),
+        }
+        unit.rows += [
+            _Row("connection", template, _aj(value), tags),
+            _Row(
+                "connection_invitation",
+                self.ids.hex("invitation record", n),
+                _aj(invitation),
+                {"connection_id": template},
+            ),
+        ]
+        unit.keys.append(_KeyRow(key.verkey, key.seed, "{}"))
         self.truth.invitations.append(
             InvitationTruth(msg_id, key.truth(), self.plan.label, invitation, template)
         )
