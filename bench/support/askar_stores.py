@@ -771,6 +771,23 @@ class _Acapy:
             "multi_use": True,
             "invitation": invitation,
         }
+        self.template(unit, n, template, (value, tags), invitation)
+        unit.rows.append(_Row("oob_record", self.ids.uuid("oob", n), _aj(oob), oob_tags))
+        unit.keys.append(_KeyRow(key.verkey, key.seed, "{}", {"multikey": key.multikey}))
+        self.truth.invitations.append(
+            InvitationTruth(msg_id, key.truth(), self.plan.label, invitation, template)
+        )
+
+    def template(
+        self,
+        unit: _Unit,
+        n: int,
+        template: str,
+        record: tuple[dict[str, Any], dict[str, str]],
+        invitation: dict[str, Any],
+    ) -> None:
+        """The template connection (value, tags) and its `connection_invitation`."""
+        value, tags = record
         unit.rows += [
             _Row("connection", template, _aj(value), tags),
             _Row(
@@ -779,12 +796,7 @@ class _Acapy:
                 _aj(invitation),
                 {"connection_id": template},
             ),
-            _Row("oob_record", self.ids.uuid("oob", n), _aj(oob), oob_tags),
         ]
-        unit.keys.append(_KeyRow(key.verkey, key.seed, "{}", {"multikey": key.multikey}))
-        self.truth.invitations.append(
-            InvitationTruth(msg_id, key.truth(), self.plan.label, invitation, template)
-        )
 
     def connections_invitation(
         self, unit: _Unit, n: int, key: _Ed, template: str, msg_id: str, created: str
@@ -807,15 +819,7 @@ class _Acapy:
             "updated_at": created,
             **self.connection_defaults("multi", None, "connections/1.0"),
         }
-        unit.rows += [
-            _Row("connection", template, _aj(value), tags),
-            _Row(
-                "connection_invitation",
-                self.ids.hex("invitation record", n),
-                _aj(invitation),
-                {"connection_id": template},
-            ),
-        ]
+        self.template(unit, n, template, (value, tags), invitation)
         unit.keys.append(_KeyRow(key.verkey, key.seed, "{}"))
         self.truth.invitations.append(
             InvitationTruth(msg_id, key.truth(), self.plan.label, invitation, template)
