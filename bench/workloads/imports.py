@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import statistics
 import tempfile
 import time
@@ -228,8 +229,13 @@ async def forward_blocks(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    cached = store_path(args.connections).with_name("samples.json").exists()
     store = await prepare_store(args.connections)
-    result: dict[str, Any] = {"connections": args.connections, "store_seconds": store["seconds"]}
+    result: dict[str, Any] = {
+        "connections": args.connections,
+        "store_seconds": store["seconds"],
+        "store_cached": cached,  # if not, the peak RSS below includes making the store
+    }
     with tempfile.TemporaryDirectory(prefix="import-bench-") as tmp:
         server = EmbeddedServer(Path(tmp) / "redis", lock=False)
         server.start()
@@ -242,9 +248,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result["imported"] = imported
             result["import_rate"] = imported / seconds
             result["bytes_per_imported_wallet"] = (after_import - empty) / imported
+            # The importer's peak memory (this process; a cached store was not made in it).
+            result["import_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(
                 f"import: {imported:,} wallets in {seconds:.0f} s = {imported / seconds:,.0f}/s;"
-                f" Redis {result['bytes_per_imported_wallet']:.0f} B per imported wallet",
+                f" Redis {result['bytes_per_imported_wallet']:.0f} B per imported wallet;"
+                f" importer peak RSS {result['import_peak_rss_mb']:,.0f} MB",
                 flush=True,
             )
             plan = Plan(args.native)
