@@ -245,7 +245,8 @@ async function mediatorInvitation(agent) {
   return newest ? { record: newest, reused: true } : { record: await create(), reused: false }
 }
 
-// didcomm-mediator-credo's Postgres queue, and a reader of its table for the "queue" command.
+// didcomm-mediator-credo's Postgres queue, and a reader of its table for the "queue" command
+// (the same listing AskarMessageQueue.stored gives of the store).
 async function postgresQueue(config) {
   for (const name of ['host', 'user', 'password', 'database']) {
     if (!config[name]) throw new Error(`queue.postgres.${name} is needed`)
@@ -259,25 +260,22 @@ async function postgresQueue(config) {
     postgresDatabaseName: config.database,
   })
   const Pool = pg.Pool ?? pg.default.Pool
-  let reader = null
-  queue.stored = async () => {
-    reader = reader || new Pool({ ...config, port: 5432, max: 1 })
-    const { rows } = await reader.query(
-      'SELECT id, connection_id, created_at, encrypted_message, state FROM queued_message ORDER BY created_at, id'
-    )
-    return rows.map((r) => ({
-      id: r.id,
-      connectionId: r.connection_id,
-      createdAt: r.created_at,
-      message: r.encrypted_message,
-      state: r.state,
-    }))
+  const reader = new Pool({ ...config, port: 5432, max: 1 })
+  const table = {
+    async stored() {
+      const { rows } = await reader.query(
+        'SELECT id, connection_id, created_at, encrypted_message FROM queued_message ORDER BY created_at, id'
+      )
+      return rows.map((r) => ({
+        id: r.id,
+        connectionId: r.connection_id,
+        createdAt: r.created_at,
+        message: r.encrypted_message,
+      }))
+    },
+    close: () => reader.end(),
   }
-  queue.closeReader = async () => {
-    if (reader) await reader.end()
-    reader = null
-  }
-  return queue
+  return { queue, table }
 }
 
 async function main() {
@@ -285,7 +283,8 @@ async function main() {
   if (!port) throw new Error('port is needed')
   const store = storeConfig()
   const inPostgres = options.queue && options.queue.postgres
-  const queue = inPostgres ? await postgresQueue(inPostgres) : new AskarMessageQueue(options.leaseMs || 30000)
+  const postgres = inPostgres ? await postgresQueue(inPostgres) : null
+  const queue = postgres ? postgres.queue : new AskarMessageQueue(options.leaseMs || 30000)
   const strategy = DidCommMessageForwardingStrategy[options.forwardingStrategy || 'QueueAndLiveModeDelivery']
   if (!strategy) throw new Error(`forwardingStrategy ${options.forwardingStrategy}`)
 
@@ -351,7 +350,7 @@ async function main() {
 
   const handlers = {
     queue: async () => ({
-      messages: (await queue.stored(agent.context)).map((r) => ({
+      messages: (await (postgres ? postgres.table.stored() : queue.stored(agent.context))).map((r) => ({
         id: r.id,
         connectionId: r.connectionId,
         createdAt: r.createdAt,
@@ -379,7 +378,7 @@ async function main() {
     invitation: async () => ({ url: invitationUrl, invitation: record.outOfBandInvitation.toJSON() }),
     shutdown: async () => {
       stopping = true
-      if (inPostgres) await queue.closeReader()
+      if (postgres) await postgres.table.close()
       await agent.shutdown()
       setTimeout(() => process.exit(0), 50)
       return {}
