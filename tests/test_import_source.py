@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from aries_askar import Key, KeyAlg, Store
 
+from mediator.didcomm.keys import KeyPair
 from mediator.embedded import free_port
 from mediator.errors import ImportRefused
 from mediator.imports.acapy import AcapyReader
@@ -23,12 +24,14 @@ RAW_KEY = Store.generate_raw_key(b"test-import-source")
 
 
 async def make_store(path: Path, method: str, pass_key: str = PASS) -> bytes:
-    """A store with one connection record and one Ed25519 key; the key's secret bytes."""
+    """A store with one connection record, one Ed25519 key and one X25519 key; the Ed25519
+    key's secret bytes."""
     store = await Store.provision(f"sqlite://{path}", method, pass_key, recreate=True)
     key = Key.generate(KeyAlg.ED25519)
     async with store.session() as session:
         await session.insert("connection", "c-1", '{"state": "active"}', {"state": "active"})
         await session.insert_key("verkey-1", key, metadata="{}")
+        await session.insert_key("x25519-1", Key.generate(KeyAlg.X25519))
     await store.close()
     # Askar's pool closes its SQLite connections after `close` returns; the last one folds
     # the journal (-wal, -shm) into the file. Wait for that: the store is then as a stopped
@@ -87,8 +90,9 @@ async def test_a_store_is_read_and_left_as_it_was(
             ("c-1", b'{"state": "active"}', {"state": "active"})
         ]
         assert await source.count("connection") == 1
-        assert await source.secret_key("verkey-1") == secret
-        assert await source.secret_key("nobody") is None
+        assert await source.key_pair("verkey-1") == KeyPair.from_seed(secret)
+        assert await source.key_pair("nobody") is None
+        assert await source.key_pair("x25519-1") is None  # not a key a connection has
         assert source.profile  # the store's default profile, whatever its name
     finally:
         await source.close()

@@ -9,6 +9,7 @@ The endpoints are on loopback, which pushes reach only through the allowlist
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -25,6 +26,7 @@ from mediator.didcomm.did_peer import numalgo2_did
 from mediator.embedded import free_port
 from mediator.engine import keys
 from mediator.engine.engine import Engine
+from mediator.mediation.handshakes import services_from_json, services_json
 from mediator.mediation.mailbox import Mailbox
 from mediator.mediation.push import Pusher
 from mediator.mediation.store import MediationStore, RouteCache
@@ -168,9 +170,15 @@ async def _wallet_with_endpoint(node: str | Reach, med: str, endpoint: Endpoint)
 
 
 async def test_handshake_mediation_and_forwards_are_pushed_to_the_endpoint(
-    dc_app: AppNode, med: str, endpoint: Endpoint
+    dc_app: AppNode, med: str, endpoint: Endpoint, push_redis: RedisClient
 ) -> None:
     wallet = await _wallet_with_endpoint(dc_app, med, endpoint)
+    # The endpoint is kept in the record without what goes without saying (its own key as
+    # the recipient key, no routing keys), so that the record stays a listpack (a value
+    # over 64 bytes would make it a hash table, 2.5 times the memory).
+    record = keys.connection_keys(wallet.verkey).record
+    assert await push_redis.hget(record, "s") == f'[{{"e":"{endpoint.url}"}}]'.encode()
+    assert await push_redis.object("encoding", record) == b"listpack"
     grant_request = wallet.message("coordinate-mediation/1.0/mediate-request", route=None)
     assert await wallet.send(grant_request) is None
     await until(lambda: len(endpoint.received) == 1)
@@ -196,6 +204,19 @@ async def test_handshake_mediation_and_forwards_are_pushed_to_the_endpoint(
     status = await wallet.status()
     assert status["message_count"] == 0
     await wallet.close()
+
+
+def test_push_endpoints_written_in_full_before_still_read() -> None:
+    """Records written before the compact form name every key; both forms read alike."""
+    ours, other = "8HH5gYEeNc3z7PYXmd54d4x6qAfCNrqQqEB3nS7Zfu7K", "z6Mk-routing"
+    full = json.dumps([{"e": "https://a.example", "k": [ours], "r": [other]}])
+    wanted = (Service("https://a.example", recipient_keys=(ours,), routing_keys=(other,)),)
+    assert services_from_json(full, ours) == wanted
+    assert services_from_json(services_json(wanted, ours), ours) == wanted
+    assert services_json(wanted, ours) == '[{"e":"https://a.example","r":["z6Mk-routing"]}]'
+    # Another key than the connection's own is kept.
+    theirs = (Service("https://a.example", recipient_keys=(other,), routing_keys=()),)
+    assert services_from_json(services_json(theirs, ours), ours) == theirs
 
 
 async def test_failed_pushes_stay_queued_are_retried_and_can_be_picked_up(

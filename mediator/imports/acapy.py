@@ -9,10 +9,15 @@ its DID (did:peer:2 and long did:peer:4 carry their document; a short did:peer:4
 long form in `long_peer_did_4_doc`; did:peer:1 and unqualified DIDs have a `did_doc`).
 Multi-use invitations are `connection` templates (state invitation, mode multi) with their
 `connection_invitation`, and in 1.x `oob_record`s. ACA-Py keeps no queue in its store.
+
+The categories with a record for each wallet are read in one pass each into indexes
+before the connections (a lookup per connection costs more than its share of a scan);
+only the keys are looked up, by name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
@@ -102,13 +107,15 @@ class AcapyReader:
         return keys
 
     async def _key(self, verkey: str) -> KeyPair | None:
-        seed = await self.store.secret_key(verkey)
-        if seed is None or len(seed) != 32:
-            return None
-        keys = KeyPair.from_seed(seed)
-        return keys if keys.verkey_b58 == verkey else None
+        keys = await self.store.key_pair(verkey)
+        return keys if keys is not None and keys.verkey_b58 == verkey else None
 
     async def _index_mediation(self, source: Source) -> None:
+        """The mediation records and keylists, read side by side: each scan waits on
+        Askar's threads part of the time (so do the two of `connections`)."""
+        await asyncio.gather(self._index_requests(source), self._index_routes(source))
+
+    async def _index_requests(self, source: Source) -> None:
         report = source.report
         async for item in self.store.items("mediation_requests", {"role": "server"}):
             data = record_json(item.value)
@@ -120,6 +127,9 @@ class AcapyReader:
             known = self._mediation.get(connection)
             if known is None or known[0] != GRANTED:  # a grant wins over older requests
                 self._mediation[connection] = (state, iso_ms(data.get("updated_at")))
+
+    async def _index_routes(self, source: Source) -> None:
+        report = source.report
         async for item in self.store.items("forward_route"):  # before 0.7: no role
             data = record_json(item.value)
             if data is not None and data.get("role") == "client":
@@ -178,8 +188,7 @@ class AcapyReader:
 
     async def connections(self, source: Source) -> AsyncIterator[Connection]:
         """Every wallet of the mediator: connections with mediation or a keylist."""
-        await self._index_documents()
-        await self._index_ours()
+        await asyncio.gather(self._index_documents(), self._index_long_forms(), self._index_ours())
         async for connection in resolved(self._candidates(source)):
             yield connection
         for connection_id in self._mediation:
@@ -260,10 +269,10 @@ class AcapyReader:
         if not isinstance(did, str) or not did:
             raise DidError("the connection names no DID of the wallet")
         if did_peer.numalgo(did) == 4 and did.count(":") == 2:  # short: its long form is kept
-            long = await self.store.item("long_peer_did_4_doc", did)
-            if long is None:
-                raise DidError("a short did:peer:4 without its long form")
-            did = long.value.decode(errors="replace").strip('"')
+            found = self._documents.get(dids.digest(did))
+            if found is None:
+                raise DidError("a short did:peer:4 without a readable long form")
+            return found
         if dids.carries_document(did):
             return dids.Wallet.of(dids.peer_doc(did))
         found = self._documents.get(dids.digest(did.removeprefix("did:sov:")))
@@ -282,6 +291,16 @@ class AcapyReader:
                 self._documents[dids.digest(did)] = dids.Wallet.of(dids.peer_doc(did, item.value))
             except DidError as exc:
                 log.debug("did_doc %s: %s", item.name, exc)
+
+    async def _index_long_forms(self) -> None:
+        """The documents of short did:peer:4s, from their long forms (`long_peer_did_4_doc`,
+        named by the short form), read in one pass like `did_doc`."""
+        async for item in self.store.items("long_peer_did_4_doc"):
+            long = item.value.decode(errors="replace").strip('"')
+            try:
+                self._documents[dids.digest(item.name)] = dids.Wallet.of(dids.peer_doc(long))
+            except DidError as exc:
+                log.debug("long_peer_did_4_doc %s: %s", item.name, exc)
 
     async def _sample_endpoints(self, did: Any, source: Source) -> None:
         """The endpoints in the old mediator's own DID documents (ACA-Py lists every

@@ -100,11 +100,9 @@ class CredoReader:
         for name in (kms_id, verkey):
             if not isinstance(name, str) or not name:
                 continue
-            seed = await self.store.secret_key(name)
-            if seed is not None and len(seed) == 32:
-                keys = KeyPair.from_seed(seed)
-                if keys.verkey_b58 == verkey:
-                    return keys
+            keys = await self.store.key_pair(name)
+            if keys is not None and keys.verkey_b58 == verkey:
+                return keys
         return None
 
     async def _routing_keys(self, value: bytes, source: Source) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -161,16 +161,23 @@ CONCURRENT = 256  # connections resolved at once (their lookups overlap in Askar
 async def resolved(
     candidates: AsyncIterator[Awaitable[Connection | None]],
 ) -> AsyncIterator[Connection]:
-    """The connections `candidates` resolve to, in their order, CONCURRENT at a time: each
-    waits on Askar's threads for its keys, not on the one before it."""
-    chunk: list[Awaitable[Connection | None]] = []
-    async for candidate in candidates:
-        chunk.append(candidate)
-        if len(chunk) >= CONCURRENT:
-            for connection in await asyncio.gather(*chunk):
+    """The connections `candidates` resolve to, in their order, up to CONCURRENT in flight:
+    each waits on Askar's threads for its keys, not on the one before it, and the scan of
+    the next candidates goes on while they wait."""
+    pending: deque[asyncio.Future[Connection | None]] = deque()
+    try:
+        async for candidate in candidates:
+            pending.append(asyncio.ensure_future(candidate))
+            if len(pending) >= CONCURRENT:
+                connection = await pending.popleft()
                 if connection is not None:
                     yield connection
-            chunk = []
-    for connection in await asyncio.gather(*chunk):
-        if connection is not None:
-            yield connection
+        while pending:
+            connection = await pending.popleft()
+            if connection is not None:
+                yield connection
+    finally:
+        for future in pending:
+            future.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)

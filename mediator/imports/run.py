@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -205,6 +206,11 @@ async def _connections(
     writing: asyncio.Task[None] | None = None  # the batch before: written while this is read
     try:
         async for connection in reader.connections(source):
+            if not read:
+                # The readers' indexes (a million entries) are built before the first
+                # wallet and kept to the end: the collector's full passes need not walk
+                # them each time (they took a tenth of the run).
+                gc.freeze()
             batch.append(connection)
             read += 1
             if len(batch) >= BATCH:
@@ -228,6 +234,8 @@ async def _connections(
             with contextlib.suppress(BaseException):
                 await writing
         raise
+    finally:
+        gc.unfreeze()
     if batch:
         await writer.write_connections(batch)
 

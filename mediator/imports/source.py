@@ -13,6 +13,9 @@ ACA-Py's (`ARGON2I_MOD`, `ARGON2I_INT`, `RAW`); without one, the store's own rec
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import shutil
 import tempfile
 import time
@@ -25,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from aries_askar import Store
 from aries_askar.error import AskarError, AskarErrorCode
 
+from mediator.didcomm.keys import KeyPair
 from mediator.errors import ImportRefused
 
 # ACA-Py's names for Askar's key methods (its multi-tenant admin API still uses them).
@@ -181,9 +185,10 @@ class SourceStore:
                 f"{describe(self.uri)}: counting {category}: {_first(exc)}"
             ) from exc
 
-    async def secret_key(self, name: str) -> bytes | None:
-        """The private bytes of the key named `name` (an Ed25519 key's 32-byte seed), or
-        None when the store has no such key."""
+    async def key_pair(self, name: str) -> KeyPair | None:
+        """The Ed25519 key named `name`, or None when the store has no such key (or one of
+        another kind). Askar derives the public half as it loads the key: it is taken from
+        there rather than derived again (a million imported keys)."""
         session = await self._session()
         try:
             entry = await session.fetch_key(name)
@@ -191,7 +196,7 @@ class SourceStore:
             raise ImportRefused(f"{describe(self.uri)}: reading key: {_first(exc)}") from exc
         if entry is None:
             return None
-        return bytes(entry.key.get_secret_bytes())
+        return _key_pair(entry)
 
     async def close(self) -> None:
         try:
@@ -220,6 +225,31 @@ def _copy_sqlite(uri: str) -> tuple[Path, str]:
         raise ImportRefused(f"{uri}: cannot be read: {exc.strerror or exc}") from exc
     # Room for the lookup sessions beside a scan (Askar's default pool is smaller).
     return copy, f"sqlite://{copy / path.name}?max_connections={LOOKUP_SESSIONS + 4}"
+
+
+def _key_pair(entry: Any) -> KeyPair | None:
+    """An Ed25519 key entry's key pair (None: another kind of key, or unreadable). One call
+    for the kind and both halves: three calls into Askar cost twice as much."""
+    try:
+        jwk = json.loads(entry.key.get_jwk_secret())
+    except (AskarError, ValueError):
+        return None
+    if not isinstance(jwk, dict) or jwk.get("crv") != "Ed25519":
+        return None
+    seed, public = _b64url(jwk.get("d")), _b64url(jwk.get("x"))
+    if len(seed) != 32 or len(public) != 32:
+        return None
+    return KeyPair(public, seed + public)
+
+
+def _b64url(value: Any) -> bytes:
+    """A JWK member's bytes (b'' when it is missing or not base64url)."""
+    if not isinstance(value, str):
+        return b""
+    try:
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        return b""
 
 
 def _first(exc: AskarError) -> str:

@@ -252,7 +252,7 @@ class Writer:
         if c.keylist_base58:
             fields += [rec.KEY_FORMAT, rec.BASE58]
         if c.services:
-            fields += [rec.SERVICES, services_json(c.services)]
+            fields += [rec.SERVICES, services_json(c.services, c.their_verkey)]
         for key in routed:
             fields += [rec.KEY + raw_key(key), ""]
         sealed = self._seal(c.ours.sigkey[:32], raw_key(c.their_verkey))

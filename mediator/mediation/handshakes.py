@@ -53,20 +53,32 @@ class Handshake:
     services: tuple[Service, ...]  # where pushes go, most preferred first
 
 
-def services_json(services: tuple[Service, ...]) -> str:
-    return json.dumps(
-        [
-            {"e": s.endpoint, "k": list(s.recipient_keys), "r": list(s.routing_keys)}
-            for s in services
-        ]
-    )
+def services_json(services: tuple[Service, ...], verkey: str) -> str:
+    """The record's `s` value for a connection with `verkey`: what an entry would say by
+    default is left out (recipient keys that are just `verkey`, no routing keys), so that one
+    endpoint of usual length stays under a listpack's value limit (64 B: docs/engine.md,
+    Memory); a longer value would make the record a hash table, three times its size."""
+    entries: list[dict[str, Any]] = []
+    for s in services:
+        entry: dict[str, Any] = {"e": s.endpoint}
+        if s.recipient_keys != (verkey,):
+            entry["k"] = list(s.recipient_keys)
+        if s.routing_keys:
+            entry["r"] = list(s.routing_keys)
+        entries.append(entry)
+    return json.dumps(entries, separators=(",", ":"))
 
 
-def services_from_json(text: str | bytes | None) -> tuple[Service, ...]:
+def services_from_json(text: str | bytes | None, verkey: str) -> tuple[Service, ...]:
+    """The services of `services_json` (and of records written in full before it)."""
     if not text:
         return ()
     return tuple(
-        Service(endpoint=e["e"], recipient_keys=tuple(e["k"]), routing_keys=tuple(e["r"]))
+        Service(
+            endpoint=e["e"],
+            recipient_keys=tuple(e.get("k", (verkey,))),
+            routing_keys=tuple(e.get("r", ())),
+        )
         for e in json.loads(text)
     )
 
@@ -97,7 +109,7 @@ class HandshakeBook:
             rec.THREAD: handshake.thid,
         }
         if handshake.services:
-            fields[rec.SERVICES] = services_json(handshake.services)
+            fields[rec.SERVICES] = services_json(handshake.services, handshake.verkey)
         flat = [item for pair in fields.items() for item in pair]
         return connection_created(
             await self.scripts.call(

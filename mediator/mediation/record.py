@@ -7,7 +7,7 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     ht   when the handshake was recorded (ms)
     p    the handshake protocol, e.g. didexchange/1.1
     th   the handshake's thread, until it completes
-    s    push endpoints (JSON), when it has any
+    s    push endpoints (compact JSON, defaults left out: handshakes.services_json)
     m    mediation: g (granted) or d (denied); the grant's time is the queue's `created`
     mt   when mediation was denied (ms)
     x    it fetches explicitly (it has spoken a pickup or queue protocol)

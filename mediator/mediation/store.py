@@ -112,7 +112,7 @@ class MediationStore:
             state=rec.state_of(rec.MEDIATION, state),
             explicit_pickup=bool(xp),
             handshake=rec.state_of(rec.HANDSHAKE, hs),
-            push=services_from_json(svc),
+            push=services_from_json(svc, verkey),
             ours=self._open(verkey, sealed),
             keylist_base58=_s(key_format or b"") == rec.BASE58,
         )
