@@ -257,7 +257,7 @@ async def test_acapy_mediation_and_keylists(acapy: AcapyTruth, acapy_db: Opened)
 
 async def test_acapy_noise_is_there_and_explained(acapy: AcapyTruth, acapy_db: Opened) -> None:
     reasons = {n.name: n for n in acapy.noise}
-    assert len(reasons) == 6
+    assert len(reasons) == 7
     for noise in acapy.noise:
         await acapy_db.one(noise.category, noise.name)
     states = {
@@ -265,7 +265,9 @@ async def test_acapy_noise_is_there_and_explained(acapy: AcapyTruth, acapy_db: O
         for n in acapy.noise
         if n.category == "connection"
     }
-    assert sorted(s for s in states.values() if s) == ["active", "active", "error", "request"]
+    assert sorted(s for s in states.values() if s) == [
+        "active", "active", "active", "error", "request"
+    ]  # fmt: skip
     [lost] = [n for n in acapy.noise if "not in the store" in n.reason]
     record = value(await acapy_db.one("connection", lost.name))
     did = value(await acapy_db.one("did", record["my_did"]))
@@ -278,6 +280,12 @@ async def test_acapy_noise_is_there_and_explained(acapy: AcapyTruth, acapy_db: O
         value(await acapy_db.one("connection", broken.name))
     [odd] = [n for n in acapy.noise if "unknown shape" in n.reason]
     assert isinstance(value(await acapy_db.one(odd.category, odd.name)), list)
+    [short] = [n for n in acapy.noise if "long form" in n.reason]
+    their_did = value(await acapy_db.one("connection", short.name))["their_did"]
+    assert their_did.startswith("did:peer:4") and their_did.count(":") == 2
+    assert await acapy_db.all("long_peer_did_4_doc", {}) != []  # the others' are kept
+    with pytest.raises(AssertionError, match="no long_peer_did_4_doc named"):
+        await acapy_db.one("long_peer_did_4_doc", their_did)
 
 
 async def test_the_same_plan_makes_the_same_store(tmp_path: Path, acapy: AcapyTruth) -> None:

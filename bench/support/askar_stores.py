@@ -1120,6 +1120,18 @@ class _Acapy:
             ),
         ]
         yield unit
+        if "peer4" in self.plan.clients:  # a short did:peer:4 whose long form is not kept
+            clients = self.plan.clients
+            index = next(
+                i
+                for i in range(n + 3, n + 3 + len(clients))
+                if clients[i % len(clients)] == "peer4"
+            )
+            unit, short = self.client(index)
+            unit.connections = 0
+            unit.rows = [r for r in unit.rows if r.category != "long_peer_did_4_doc"]
+            self.note("connection", short.id, "the wallet's short did:peer:4 has no long form")
+            yield unit
 
     def unfinished(self, index: int, state: str, reason: str) -> _Unit:
         """A connection that never became active (a request left unanswered, or failed)."""
