@@ -240,7 +240,8 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
     "--wallet-uri",
     envvar="MEDIATOR_IMPORT_WALLET_URI",
     show_envvar=True,
-    help="The old mediator's Askar store: sqlite:///abs/path/sqlite.db or "
+    help="The old mediator's Askar store: sqlite:///abs/path/sqlite.db (read from a copy "
+    "made in $TMPDIR: it needs the store's size free there) or "
     "postgres://user:password@host:port/database.",
 )
 @click.option(
