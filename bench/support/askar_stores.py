@@ -1599,6 +1599,14 @@ def _check(clients: tuple[str, ...], known: tuple[str, ...], invitations: int, b
         raise ValueError("a mediator has at least one invitation, a transaction one connection")
 
 
+def acapy_connections(plan: AcapyPlan, indices: Iterable[int]) -> list[ConnectionTruth]:
+    """What `make_acapy_store(path, plan)` writes for the connections at `indices`, worked
+    out again without a store: the plan decides every key."""
+    truth = AcapyTruth(Path(), "", "", plan.key_method, "", plan.endpoints, [])
+    builder = _Acapy(plan, truth)
+    return [builder.client(index)[1] for index in indices]
+
+
 async def make_acapy_store(path: Path, plan: AcapyPlan) -> AcapyTruth:
     """An ACA-Py 1.7 mediator's SQLite store at `path` (default profile unnamed, so Askar
     names it with a UUID as ACA-Py's), and what an importer must find in it."""

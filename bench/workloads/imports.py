@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -44,7 +45,12 @@ from bench.harness.loadgen import (
     rotating,
 )
 from bench.support import bulk_load
-from bench.support.askar_stores import AcapyClient, AcapyPlan, make_acapy_store
+from bench.support.askar_stores import (
+    AcapyClient,
+    AcapyPlan,
+    acapy_connections,
+    make_acapy_store,
+)
 from bench.support.bulk_load import MEDIATOR_SEED, Plan
 from bench.support.forwards import BASIC, forward, inner_content_length
 from bench.support.live import ENVELOPE
@@ -55,7 +61,8 @@ from mediator.settings import Settings
 from mediator.storage.clients import Backend
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mediator-bench"
-SAMPLES = 2000  # wallets whose keys the store's truth keeps (the forwards' recipients)
+SAMPLES = 2000  # wallets the forwards go to (phones: see phone_samples)
+SAMPLED = "phones"  # what samples.json's samples are (older caches: re-derived)
 CLIENTS: tuple[AcapyClient, ...] = (
     "sov",
     "peer4",
@@ -70,9 +77,19 @@ async def prepare_store(connections: int) -> dict[str, Any]:
     """The cached store of `connections` wallets (made when missing) and its samples."""
     path = store_path(connections)
     meta = path.with_name("samples.json")
+    plan = AcapyPlan(
+        connections=connections,
+        clients=CLIENTS,
+        key_method="raw",
+        seed=f"import-bench-{connections}",
+        truth_every=0,
+    )
     if meta.exists() and path.exists():
         data: dict[str, Any] = json.loads(meta.read_text())
         print(f"store: {path} (cached, {path.stat().st_size / 1e9:.1f} GB)", flush=True)
+        if data.get("sampled") != SAMPLED:  # cached before the samples were phones
+            data.update(sampled=SAMPLED, samples=phone_samples(plan))
+            meta.write_text(json.dumps(data))
         return data
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
@@ -86,30 +103,34 @@ async def prepare_store(connections: int) -> dict[str, Any]:
             rate = done / max(now - started, 1e-9)
             print(f"store: {done:,}/{total:,} wallets ({rate:,.0f}/s)", flush=True)
 
-    plan = AcapyPlan(
-        connections=connections,
-        clients=CLIENTS,
-        key_method="raw",
-        seed=f"import-bench-{connections}",
-        truth_every=max(1, connections // SAMPLES),
-        progress=progress,
-    )
-    truth = await make_acapy_store(path, plan)
+    truth = await make_acapy_store(path, dataclasses.replace(plan, progress=progress))
     data = {
         "uri": truth.uri,
         "pass_key": truth.pass_key,
         "routing_key": truth.routing_keys[0].verkey,
         "connections": connections,
         "seconds": truth.seconds,
-        "samples": [
-            {"recipient_key": c.recipient_keys[0], "seed": c.recipient_seeds[0].hex()}
-            for c in truth.connections
-            if c.mediation_state == "granted" and c.recipient_keys
-        ],
+        "sampled": SAMPLED,
+        "samples": phone_samples(plan),
     }
     meta.write_text(json.dumps(data))
     print(f"store: {connections:,} wallets made in {truth.seconds:.0f} s", flush=True)
     return data
+
+
+def phone_samples(plan: AcapyPlan) -> list[dict[str, str]]:
+    """SAMPLES granted wallets without an endpoint (phones, like the native anchor's: a
+    forward to a wallet with one is pushed to it), spread over the store."""
+    stride = max(1, plan.connections // (SAMPLES * len(CLIENTS)))
+    found = []
+    for c in acapy_connections(plan, range(0, plan.connections, stride)):
+        if (
+            c.mediation_state == "granted"
+            and c.recipient_keys
+            and not c.their_endpoint.startswith(("http", "ws"))
+        ):
+            found.append({"recipient_key": c.recipient_keys[0], "seed": c.recipient_seeds[0].hex()})
+    return found[:SAMPLES]
 
 
 async def used_memory(url: str) -> int:
@@ -119,6 +140,27 @@ async def used_memory(url: str) -> int:
     try:
         await asyncio.sleep(1.2)
         return int((await backend.client.info("memory"))["used_memory"])
+    finally:
+        await backend.aclose()
+
+
+async def settled(url: str, seconds: float = 600) -> float:
+    """Wait until the server has no AOF rewrite or snapshot running (after a million
+    wallets its rewrite writes a few GB, and a node's calls meanwhile can time out);
+    the seconds waited."""
+    backend = Backend(url)
+    await backend.start()
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < seconds:
+            info = await backend.client.info("persistence")
+            busy = int(info.get("aof_rewrite_in_progress", 0)) or int(
+                info.get("rdb_bgsave_in_progress", 0)
+            )
+            if not busy and not int(info.get("aof_rewrite_scheduled", 0)):
+                return time.monotonic() - started
+            await asyncio.sleep(1)
+        raise RuntimeError(f"the server was still rewriting its AOF after {seconds:.0f} s")
     finally:
         await backend.aclose()
 
@@ -266,6 +308,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{result['bytes_per_native_wallet']:.0f} B per native wallet",
                 flush=True,
             )
+            waited = await settled(server.url)
+            print(f"server: background rewrite over after {waited:.0f} s", flush=True)
             port = free_port()
             node = start_node(server.url, port, Path(tmp) / "node.log")
             await wait_ready(port)
@@ -274,7 +318,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             native = [forward(plan, i, content)[0] for i in range(SAMPLES)]
             random.shuffle(native)
             imported_requests = imported_forwards(store, length)
-            pairs = await forward_blocks(port, imported_requests, native, args.pairs, args.seconds)
+            try:
+                pairs = await forward_blocks(
+                    port, imported_requests, native, args.pairs, args.seconds
+                )
+            except RuntimeError:
+                lines = (Path(tmp) / "node.log").read_text(errors="replace").splitlines()
+                print("the node's log ends:", *lines[-20:], sep="\n  ", flush=True)
+                raise
             ratios = [p["imported"] / p["native"] for p in pairs]
             result["forward_pairs"] = pairs
             result["forward_ratio"] = statistics.median(ratios)
