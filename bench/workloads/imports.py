@@ -121,7 +121,8 @@ async def prepare_store(connections: int) -> dict[str, Any]:
 def phone_samples(plan: AcapyPlan) -> list[dict[str, str]]:
     """SAMPLES granted wallets without an endpoint (phones, like the native anchor's: a
     forward to a wallet with one is pushed to it), spread over the store."""
-    stride = max(1, plan.connections // (SAMPLES * len(CLIENTS)))
+    # Odd, so the stride does not keep landing on the same kind of client.
+    stride = max(1, plan.connections // (SAMPLES * len(CLIENTS))) | 1
     found = []
     for c in acapy_connections(plan, range(0, plan.connections, stride)):
         if (
@@ -130,6 +131,8 @@ def phone_samples(plan: AcapyPlan) -> list[dict[str, str]]:
             and not c.their_endpoint.startswith(("http", "ws"))
         ):
             found.append({"recipient_key": c.recipient_keys[0], "seed": c.recipient_seeds[0].hex()})
+    if len(found) < SAMPLES // 2:
+        raise RuntimeError(f"only {len(found)} phones among the sampled wallets")
     return found[:SAMPLES]
 
 

@@ -111,8 +111,8 @@ class AcapyReader:
         return keys if keys is not None and keys.verkey_b58 == verkey else None
 
     async def _index_mediation(self, source: Source) -> None:
-        """The mediation records and keylists, read side by side: each scan waits on
-        Askar's threads part of the time (so do the two of `connections`)."""
+        """The mediation records and keylists, read side by side: while Python reads one
+        scan's page, Askar's threads fetch the other's (so do the three of `connections`)."""
         await asyncio.gather(self._index_requests(source), self._index_routes(source))
 
     async def _index_requests(self, source: Source) -> None:

@@ -57,7 +57,7 @@ def services_json(services: tuple[Service, ...], verkey: str) -> str:
     """The record's `s` value for a connection with `verkey`: what an entry would say by
     default is left out (recipient keys that are just `verkey`, no routing keys), so that one
     endpoint of usual length stays under a listpack's value limit (64 B: docs/engine.md,
-    Memory); a longer value would make the record a hash table, three times its size."""
+    Memory); a longer value would make the record a hash table, 2.5 times its size."""
     entries: list[dict[str, Any]] = []
     for s in services:
         entry: dict[str, Any] = {"e": s.endpoint}
