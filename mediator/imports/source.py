@@ -13,8 +13,6 @@ ACA-Py's (`ARGON2I_MOD`, `ARGON2I_INT`, `RAW`); without one, the store's own rec
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import os
 import shutil
@@ -29,8 +27,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from aries_askar import Store
 from aries_askar.error import AskarError, AskarErrorCode
 
+from mediator.didcomm.envelope import b64url_decode
 from mediator.didcomm.keys import KeyPair
-from mediator.errors import ImportRefused
+from mediator.errors import EnvelopeError, ImportRefused
 
 # ACA-Py's names for Askar's key methods (its multi-tenant admin API still uses them).
 KEY_METHODS = {
@@ -238,20 +237,13 @@ def _key_pair(entry: Any) -> KeyPair | None:
         return None
     if not isinstance(jwk, dict) or jwk.get("crv") != "Ed25519":
         return None
-    seed, public = _b64url(jwk.get("d")), _b64url(jwk.get("x"))
+    try:
+        seed, public = b64url_decode(jwk.get("d")), b64url_decode(jwk.get("x"))
+    except EnvelopeError:
+        return None
     if len(seed) != 32 or len(public) != 32:
         return None
     return KeyPair(public, seed + public)
-
-
-def _b64url(value: Any) -> bytes:
-    """A JWK member's bytes (b'' when it is missing or not base64url)."""
-    if not isinstance(value, str):
-        return b""
-    try:
-        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError):
-        return b""
 
 
 def _uncache(path: Path) -> None:
