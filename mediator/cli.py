@@ -291,6 +291,14 @@ async def _invitation(settings: Settings) -> dict[str, Any]:
     show_envvar=True,
     help="A file holding --queue-url.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    envvar="MEDIATOR_IMPORT_WORKERS",
+    show_envvar=True,
+    help="Processes reading the store's indexes side by side (each a connection to the "
+    "store; 0: none, this process reads them). Default: one a core from 20,000 connections.",
+)
 @click.option("--dry-run", is_flag=True, help="Read everything, say what would be written.")
 @settings_options("import")
 def import_(
@@ -303,6 +311,7 @@ def import_(
     wallet_profile: str | None,
     queue_url: str | None,
     queue_url_file: str | None,
+    workers: int | None,
     dry_run: bool,
     **options: Any,
 ) -> None:
@@ -324,7 +333,9 @@ def import_(
         queue_url = _secret(queue_url, queue_url_file, "--queue-url")
     if queue_url and kind != "credo":
         fail("--queue-url is a Credo mediator's queue: ACA-Py keeps none")
-    chosen = ImportOptions(kind, uri, key, wallet_key_method, wallet_profile, dry_run, queue_url)
+    chosen = ImportOptions(
+        kind, uri, key, wallet_key_method, wallet_profile, dry_run, queue_url, workers
+    )
     try:
         with redis_url_of(settings) as url:
             outcome = asyncio.run(

@@ -35,6 +35,7 @@ from mediator.errors import ImportRefused
 from mediator.imports.acapy import AcapyReader
 from mediator.imports.credo import CredoReader
 from mediator.imports.model import Source
+from mediator.imports.passes import Passes
 from mediator.imports.run import Reader, import_into
 from mediator.imports.source import SourceStore
 from mediator.imports.writer import Target, Writer
@@ -65,20 +66,25 @@ async def _target(redis: RedisClient) -> Target:
                   int(seconds) * 1000 + int(micros) // 1000)  # fmt: skip
 
 
-def _reader(store: SourceStore, truth: AcapyTruth | CredoTruth) -> Reader:
-    return AcapyReader(store) if isinstance(truth, AcapyTruth) else CredoReader(store)
+def _reader(store: SourceStore, truth: AcapyTruth | CredoTruth, passes: Passes) -> Reader:
+    if isinstance(truth, AcapyTruth):
+        return AcapyReader(store, passes)
+    return CredoReader(store, passes=passes)
 
 
 async def _import(
-    redis: RedisClient, truth: AcapyTruth | CredoTruth, *, dry_run: bool = False
+    redis: RedisClient, truth: AcapyTruth | CredoTruth, *, dry_run: bool = False, workers: int = 0
 ) -> Source:
+    """`truth`'s store imported into `redis`; its index passes in `workers` processes."""
     store = await SourceStore.open(truth.uri, truth.pass_key, truth.key_method)
+    passes = Passes(store, workers)
     try:
-        reader = _reader(store, truth)
+        reader = _reader(store, truth, passes)
         source = await reader.mediator()
         writer = Writer(await _target(redis), source.report, dry_run=dry_run)
         await import_into(writer, reader, source)
     finally:
+        await passes.close()
         await store.close()
     return source
 

@@ -295,10 +295,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result["bytes_per_imported_wallet"] = (after_import - empty) / imported
             # The importer's peak memory (this process; a cached store was not made in it).
             result["import_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            # The largest of its worker processes (index passes, key loading), each ended.
+            result["import_worker_peak_rss_mb"] = (
+                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            )
             print(
                 f"import: {imported:,} wallets in {seconds:.0f} s = {imported / seconds:,.0f}/s;"
                 f" Redis {result['bytes_per_imported_wallet']:.0f} B per imported wallet;"
-                f" importer peak RSS {result['import_peak_rss_mb']:,.0f} MB",
+                f" importer peak RSS {result['import_peak_rss_mb']:,.0f} MB"
+                f" (its largest worker {result['import_worker_peak_rss_mb']:,.0f} MB)",
                 flush=True,
             )
             plan = Plan(args.native)

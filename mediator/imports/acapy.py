@@ -11,8 +11,8 @@ Multi-use invitations are `connection` templates (state invitation, mode multi) 
 `connection_invitation`, and in 1.x `oob_record`s. ACA-Py keeps no queue in its store.
 
 The categories with a record for each wallet are read in one pass each into indexes
-before the connections (a lookup per connection costs more than its share of a scan);
-only the keys are looked up, by name.
+before the connections (a lookup per connection costs more than its share of a scan), in
+worker processes on a large store (passes.py); only the keys are looked up, by name.
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ from mediator.imports.model import (
     Connection,
     Invitation,
     QueuedMessage,
+    Report,
     Source,
     iso_ms,
     record_json,
     resolved,
     verkey_of,
 )
+from mediator.imports.passes import Passes
 from mediator.imports.source import SourceStore, describe
 
 log = logging.getLogger(__name__)
@@ -52,12 +54,14 @@ ENDPOINT_SAMPLE = 64  # connections whose own DID documents are read for endpoin
 class AcapyReader:
     kind = KIND
 
-    def __init__(self, store: SourceStore) -> None:
+    def __init__(self, store: SourceStore, passes: Passes | None = None) -> None:
         self.store = store
+        self.passes = passes or Passes(store)
         self._mediation: dict[str, tuple[str, int]] = {}  # connection id -> state, when
         self._routes: dict[str, list[str]] = {}  # connection id -> recipient keys
         self._documents: dict[bytes, dids.Wallet] = {}  # their DID's digest -> its document
         self._ours: dict[bytes, str] = {}  # our DID's digest -> its verkey
+        self._reading: list[asyncio.Future[Any]] = []  # the passes connections() needs
         self._sampled = 0
 
     async def mediator(self) -> Source:
@@ -70,12 +74,21 @@ class AcapyReader:
             key = await self._routing_key(routing.value, source)
             if key is not None:
                 source.routing_keys.append(key)
-        await self._index_mediation(source)
+        self._mediation, self._routes = await asyncio.gather(
+            self.passes.start(mediation_index, source.report),
+            self.passes.start(routes_index, source.report),
+        )
         if not source.routing_keys and not self._mediation:
             raise ImportRefused(
                 f"{describe(self.store.uri)}: not a mediator's store (no routing key, no "
                 "mediation record)"
             )
+        # The passes the wallets need go on while the invitations are read, and while the
+        # target is checked and the mediator written.
+        self._reading = [
+            self.passes.start(pass_, source.report)
+            for pass_ in (ours_index, documents_index, long_forms_index)
+        ]
         await self._invitations(source)
         for invitation in source.invitations:
             for endpoint in _invitation_endpoints(invitation.message):
@@ -107,41 +120,8 @@ class AcapyReader:
         return keys
 
     async def _key(self, verkey: str) -> KeyPair | None:
-        keys = await self.store.key_pair(verkey)
+        keys = await self.passes.keys.key_pair(verkey)
         return keys if keys is not None and keys.verkey_b58 == verkey else None
-
-    async def _index_mediation(self, source: Source) -> None:
-        """The mediation records and keylists, read side by side: while Python reads one
-        scan's page, Askar's threads fetch the other's (so do the three of `connections`)."""
-        await asyncio.gather(self._index_requests(source), self._index_routes(source))
-
-    async def _index_requests(self, source: Source) -> None:
-        report = source.report
-        async for item in self.store.items("mediation_requests", {"role": "server"}):
-            data = record_json(item.value)
-            state = MEDIATION_STATES.get(str((data or {}).get("state")))
-            connection = (data or {}).get("connection_id")
-            if data is None or state is None or not isinstance(connection, str):
-                report.skip("a mediation record that cannot be read", item.name)
-                continue
-            known = self._mediation.get(connection)
-            if known is None or known[0] != GRANTED:  # a grant wins over older requests
-                self._mediation[connection] = (state, iso_ms(data.get("updated_at")))
-
-    async def _index_routes(self, source: Source) -> None:
-        report = source.report
-        async for item in self.store.items("forward_route"):  # before 0.7: no role
-            data = record_json(item.value)
-            if data is not None and data.get("role") == "client":
-                continue  # a route of ACA-Py's own mediator (it was a client too)
-            key = verkey_of((data or {}).get("recipient_key"))
-            connection = (data or {}).get("connection_id")
-            if data is None or key is None:
-                report.skip("a keylist entry that cannot be read", item.name)
-            elif not isinstance(connection, str) or not connection:
-                report.skip("a route to a sub-wallet of the old agent (wallet_id)", item.name)
-            elif key not in self._routes.setdefault(connection, []):
-                self._routes[connection].append(key)
 
     async def _invitations(self, source: Source) -> None:
         seen: set[str] = set()
@@ -188,7 +168,8 @@ class AcapyReader:
 
     async def connections(self, source: Source) -> AsyncIterator[Connection]:
         """Every wallet of the mediator: connections with mediation or a keylist."""
-        await asyncio.gather(self._index_documents(), self._index_long_forms(), self._index_ours())
+        self._ours, self._documents, long_forms = await asyncio.gather(*self._reading)
+        self._documents.update(long_forms)
         async for connection in resolved(self._candidates(source)):
             yield connection
         for connection_id in self._mediation:
@@ -256,15 +237,6 @@ class AcapyReader:
         verkey = self._ours.get(dids.digest(did)) if isinstance(did, str) else None
         return None if verkey is None else await self._key(verkey)
 
-    async def _index_ours(self) -> None:
-        """Our DIDs' verkeys (`did` records), read in one pass: a scan costs a third of
-        what a lookup per connection does."""
-        async for item in self.store.items("did"):
-            data = record_json(item.value)
-            verkey = verkey_of((data or {}).get("verkey"))
-            if verkey is not None:
-                self._ours[dids.digest(item.name)] = verkey
-
     async def _their_wallet(self, did: Any) -> dids.Wallet:
         if not isinstance(did, str) or not did:
             raise DidError("the connection names no DID of the wallet")
@@ -279,28 +251,6 @@ class AcapyReader:
         if found is None:
             raise DidError(f"no readable document stored for {did[:60]!r}")
         return found
-
-    async def _index_documents(self) -> None:
-        """Their DID documents kept in `did_doc` (unqualified DIDs, did:peer:1), read in one
-        pass: looking one up by its tag costs a scan of the table each time."""
-        async for item in self.store.items("did_doc", with_tags=True):
-            did = item.tags.get("did")
-            if not did:
-                continue
-            try:
-                self._documents[dids.digest(did)] = dids.Wallet.of(dids.peer_doc(did, item.value))
-            except DidError as exc:
-                log.debug("did_doc %s: %s", item.name, exc)
-
-    async def _index_long_forms(self) -> None:
-        """The documents of short did:peer:4s, from their long forms (`long_peer_did_4_doc`,
-        named by the short form), read in one pass like `did_doc`."""
-        async for item in self.store.items("long_peer_did_4_doc"):
-            long = item.value.decode(errors="replace").strip('"')
-            try:
-                self._documents[dids.digest(item.name)] = dids.Wallet.of(dids.peer_doc(long))
-            except DidError as exc:
-                log.debug("long_peer_did_4_doc %s: %s", item.name, exc)
 
     async def _sample_endpoints(self, did: Any, source: Source) -> None:
         """The endpoints in the old mediator's own DID documents (ACA-Py lists every
@@ -320,6 +270,83 @@ class AcapyReader:
         """ACA-Py keeps undelivered messages in memory only: nothing to read here."""
         return
         yield
+
+
+# The index passes (passes.py): each reads one category in one pass (a lookup per connection
+# costs more than its share of a scan), in a worker process of its own on a large store.
+
+
+async def mediation_index(store: SourceStore, report: Report) -> dict[str, tuple[str, int]]:
+    """Connection id -> the state of its mediation (ours as the server) and when."""
+    found: dict[str, tuple[str, int]] = {}
+    async for item in store.items("mediation_requests", {"role": "server"}):
+        data = record_json(item.value)
+        state = MEDIATION_STATES.get(str((data or {}).get("state")))
+        connection = (data or {}).get("connection_id")
+        if data is None or state is None or not isinstance(connection, str):
+            report.skip("a mediation record that cannot be read", item.name)
+            continue
+        known = found.get(connection)
+        if known is None or known[0] != GRANTED:  # a grant wins over older requests
+            found[connection] = (state, iso_ms(data.get("updated_at")))
+    return found
+
+
+async def routes_index(store: SourceStore, report: Report) -> dict[str, list[str]]:
+    """Connection id -> its registered recipient keys (`forward_route`)."""
+    found: dict[str, list[str]] = {}
+    async for item in store.items("forward_route"):  # before 0.7: no role
+        data = record_json(item.value)
+        if data is not None and data.get("role") == "client":
+            continue  # a route of ACA-Py's own mediator (it was a client too)
+        key = verkey_of((data or {}).get("recipient_key"))
+        connection = (data or {}).get("connection_id")
+        if data is None or key is None:
+            report.skip("a keylist entry that cannot be read", item.name)
+        elif not isinstance(connection, str) or not connection:
+            report.skip("a route to a sub-wallet of the old agent (wallet_id)", item.name)
+        elif key not in found.setdefault(connection, []):
+            found[connection].append(key)
+    return found
+
+
+async def ours_index(store: SourceStore, report: Report) -> dict[bytes, str]:
+    """Our DIDs' digests -> their verkeys (`did` records)."""
+    found: dict[bytes, str] = {}
+    async for item in store.items("did"):
+        data = record_json(item.value)
+        verkey = verkey_of((data or {}).get("verkey"))
+        if verkey is not None:
+            found[dids.digest(item.name)] = verkey
+    return found
+
+
+async def documents_index(store: SourceStore, report: Report) -> dict[bytes, dids.Wallet]:
+    """Their DIDs' digests -> their documents kept in `did_doc` (unqualified DIDs,
+    did:peer:1): looking one up by its tag costs a scan of the table each time."""
+    found: dict[bytes, dids.Wallet] = {}
+    async for item in store.items("did_doc", with_tags=True):
+        did = item.tags.get("did")
+        if not did:
+            continue
+        try:
+            found[dids.digest(did)] = dids.Wallet.of(dids.peer_doc(did, item.value))
+        except DidError as exc:
+            log.debug("did_doc %s: %s", item.name, exc)
+    return found
+
+
+async def long_forms_index(store: SourceStore, report: Report) -> dict[bytes, dids.Wallet]:
+    """Short did:peer:4s' digests -> the documents of their long forms
+    (`long_peer_did_4_doc`, named by the short form)."""
+    found: dict[bytes, dids.Wallet] = {}
+    async for item in store.items("long_peer_did_4_doc"):
+        long = item.value.decode(errors="replace").strip('"')
+        try:
+            found[dids.digest(item.name)] = dids.Wallet.of(dids.peer_doc(long))
+        except DidError as exc:
+            log.debug("long_peer_did_4_doc %s: %s", item.name, exc)
+    return found
 
 
 def _protocol(data: dict[str, Any]) -> str:

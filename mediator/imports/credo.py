@@ -14,6 +14,7 @@ named by its `kmsKeyId` in 0.6+ or else by its base58 verkey; the wallet's key c
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -31,12 +32,14 @@ from mediator.imports.model import (
     Connection,
     Invitation,
     QueuedMessage,
+    Report,
     Source,
     iso_ms,
     record_json,
     resolved,
     verkey_of,
 )
+from mediator.imports.passes import Passes
 from mediator.imports.pg_queue import PostgresQueue
 from mediator.imports.source import SourceStore, describe
 
@@ -54,16 +57,20 @@ ALTERNATIVE = "alternativeDids:"  # a tag per other name of a DID (the short did
 class CredoReader:
     kind = KIND
 
-    def __init__(self, store: SourceStore, queue: PostgresQueue | None = None) -> None:
+    def __init__(
+        self, store: SourceStore, queue: PostgresQueue | None = None, passes: Passes | None = None
+    ) -> None:
         """`queue`: where the mediator kept its queue, when not in its store."""
         self.store = store
         self.queue = queue
+        self.passes = passes or Passes(store)
         self._in_postgres: set[str] = set()  # connection ids with messages there
         self._mediation: dict[str, tuple[str, int, list[str]]] = {}  # connection id ->
         self._queued: dict[str, list[tuple[str, str]]] = {}  # connection id -> (time, name)
         self._peers: dict[str, str] = {}  # connection id -> wallet verkey, those with queues
         self._created: dict[bytes, tuple[str, str | None]] = {}  # our DID's digest -> key
         self._received: dict[bytes, dids.Wallet] = {}  # their DID's digest -> its document
+        self._reading: asyncio.Future[DidIndex] | None = None  # the DidRecords' pass
 
     async def mediator(self) -> Source:
         version = await self._version()
@@ -71,12 +78,13 @@ class CredoReader:
         routing = await self.store.item("MediatorRoutingRecord", "MEDIATOR_ROUTING_RECORD")
         if routing is not None:
             await self._routing_keys(routing.value, source)
-        await self._index_mediation(source)
+        self._mediation = await self.passes.start(mediation_index, source.report)
         if not source.routing_keys and not self._mediation:
             raise ImportRefused(
                 f"{describe(self.store.uri)}: not a mediator's store (no routing key, no "
                 "mediation record)"
             )
+        self._reading = self.passes.start(dids_index, source.report)  # goes on meanwhile
         await self._invitations(source)
         await self._index_queue(source)
         return source
@@ -100,7 +108,7 @@ class CredoReader:
         for name in (kms_id, verkey):
             if not isinstance(name, str) or not name:
                 continue
-            keys = await self.store.key_pair(name)
+            keys = await self.passes.keys.key_pair(name)
             if keys is not None and keys.verkey_b58 == verkey:
                 return keys
         return None
@@ -122,27 +130,6 @@ class CredoReader:
                 source.report.refuse("a routing key whose private key is not in the store")
             elif keys not in source.routing_keys:
                 source.routing_keys.append(keys)
-
-    async def _index_mediation(self, source: Source) -> None:
-        async for item in self.store.items("MediationRecord", {"role": "MEDIATOR"}):
-            data = record_json(item.value)
-            state = MEDIATION_STATES.get(str((data or {}).get("state")))
-            connection = (data or {}).get("connectionId")
-            if data is None or state is None or not isinstance(connection, str):
-                source.report.skip("a mediation record that cannot be read", item.name)
-                continue
-            listed = data.get("recipientKeys")
-            if listed is not None and not isinstance(listed, list):
-                source.report.skip("a mediation record that cannot be read", item.name)
-                continue
-            keys = [k for k in map(verkey_of, listed or []) if k]
-            when = iso_ms(data.get("updatedAt") or data.get("createdAt"))
-            known = self._mediation.get(connection)
-            if known is not None:  # one record per key, as converted stores have
-                state = GRANTED if GRANTED in (state, known[0]) else state
-                keys = known[2] + [k for k in keys if k not in known[2]]
-                when = max(when, known[1])
-            self._mediation[connection] = (state, when, keys)
 
     async def _invitations(self, source: Source) -> None:
         seen: set[str] = set()
@@ -206,7 +193,9 @@ class CredoReader:
                 source.report.refuse("a queued message that names no connection", row_id)
 
     async def connections(self, source: Source) -> AsyncIterator[Connection]:
-        await self._index_dids()
+        if self._reading is None:
+            self._reading = self.passes.start(dids_index, source.report)
+        self._created, self._received = await self._reading
         async for connection in resolved(self._candidates(source)):
             yield self._noted(connection)
         for connection_id in self._mediation:
@@ -270,31 +259,6 @@ class CredoReader:
             label=str(data.get("theirLabel") or ""),
         )
 
-    async def _index_dids(self) -> None:
-        """Every DidRecord, read in one pass (a lookup by tag scans the table each time):
-        ours (role created) by DID, with the verkey and KMS key id of its first key; theirs
-        (received) by DID, with what their document says. A did:peer:4 is also found by
-        its short form (`alternativeDids`)."""
-        async for item in self.store.items("DidRecord", with_tags=True):
-            data = record_json(item.value)
-            did = (data or {}).get("did")
-            if data is None or not isinstance(did, str):
-                continue
-            names = [did] + [t.split(":", 1)[1] for t in item.tags if t.startswith(ALTERNATIVE)]
-            try:
-                doc = _document(did, data.get("didDocument"))
-            except DidError as exc:
-                log.debug("DidRecord %s: %s", item.name, exc)
-                continue
-            if data.get("role") == "created":
-                entry = (doc.recipient_key, _kms_id(data.get("keys")))
-                for name in names:
-                    self._created[dids.digest(name)] = entry
-            else:
-                wallet = dids.Wallet.of(doc)
-                for name in names:
-                    self._received[dids.digest(name)] = wallet
-
     async def _their_wallet(self, did: Any) -> dids.Wallet:
         if not isinstance(did, str) or not did:
             raise DidError("the connection names no DID")
@@ -343,6 +307,68 @@ class CredoReader:
                         source.report.refuse("a queued message that cannot be read", row_id)
                     else:
                         yield QueuedMessage(row_id, verkey, payload, recipient, created)
+
+
+# The index passes (passes.py), in worker processes of their own on a large store.
+
+DidIndex = tuple[dict[bytes, tuple[str, str | None]], dict[bytes, dids.Wallet]]
+
+
+async def mediation_index(
+    store: SourceStore, report: Report
+) -> dict[str, tuple[str, int, list[str]]]:
+    """Connection id -> the state of its mediation (ours as the mediator), when, and its
+    keylist."""
+    found: dict[str, tuple[str, int, list[str]]] = {}
+    async for item in store.items("MediationRecord", {"role": "MEDIATOR"}):
+        data = record_json(item.value)
+        state = MEDIATION_STATES.get(str((data or {}).get("state")))
+        connection = (data or {}).get("connectionId")
+        if data is None or state is None or not isinstance(connection, str):
+            report.skip("a mediation record that cannot be read", item.name)
+            continue
+        listed = data.get("recipientKeys")
+        if listed is not None and not isinstance(listed, list):
+            report.skip("a mediation record that cannot be read", item.name)
+            continue
+        keys = [k for k in map(verkey_of, listed or []) if k]
+        when = iso_ms(data.get("updatedAt") or data.get("createdAt"))
+        known = found.get(connection)
+        if known is not None:  # one record per key, as converted stores have
+            state = GRANTED if GRANTED in (state, known[0]) else state
+            keys = known[2] + [k for k in keys if k not in known[2]]
+            when = max(when, known[1])
+        found[connection] = (state, when, keys)
+    return found
+
+
+async def dids_index(store: SourceStore, report: Report) -> DidIndex:
+    """Every DidRecord, read in one pass (a lookup by tag scans the table each time):
+    ours (role created) by DID, with the verkey and KMS key id of its first key; theirs
+    (received) by DID, with what their document says. A did:peer:4 is also found by its
+    short form (`alternativeDids`)."""
+    created: dict[bytes, tuple[str, str | None]] = {}
+    received: dict[bytes, dids.Wallet] = {}
+    async for item in store.items("DidRecord", with_tags=True):
+        data = record_json(item.value)
+        did = (data or {}).get("did")
+        if data is None or not isinstance(did, str):
+            continue
+        names = [did] + [t.split(":", 1)[1] for t in item.tags if t.startswith(ALTERNATIVE)]
+        try:
+            doc = _document(did, data.get("didDocument"))
+        except DidError as exc:
+            log.debug("DidRecord %s: %s", item.name, exc)
+            continue
+        if data.get("role") == "created":
+            entry = (doc.recipient_key, _kms_id(data.get("keys")))
+            for name in names:
+                created[dids.digest(name)] = entry
+        else:
+            wallet = dids.Wallet.of(doc)
+            for name in names:
+                received[dids.digest(name)] = wallet
+    return created, received
 
 
 def _document(did: str, document: Any) -> PeerDoc:

@@ -86,6 +86,19 @@ class Report:
         if name and len(names) < EXAMPLES:
             names.append(name)
 
+    def merge(self, other: Report) -> None:
+        """Add what `other` counted (a pass read in another process) to this report."""
+        for mine, theirs in (
+            (self.imported, other.imported),
+            (self.existing, other.existing),
+            (self.skipped, other.skipped),
+            (self.refused, other.refused),
+        ):
+            mine.update(theirs)
+        for reason, names in other.examples.items():
+            for name in names:
+                self._example(reason, name)
+
     def names(self) -> set[str]:
         """The records named as examples of a skip or a refusal."""
         return {name for names in self.examples.values() for name in names}

@@ -28,6 +28,7 @@ from mediator.errors import ImportRefused
 from mediator.imports.acapy import AcapyReader
 from mediator.imports.credo import CredoReader
 from mediator.imports.model import Connection, QueuedMessage, Report, Source
+from mediator.imports.passes import Passes, workers_for
 from mediator.imports.pg_queue import PostgresQueue
 from mediator.imports.source import SourceStore
 from mediator.imports.writer import Target, Writer
@@ -61,6 +62,7 @@ class ImportOptions:
     profile: str | None = None
     dry_run: bool = False
     queue_url: str | None = field(default=None, repr=False)  # credo: its queue in Postgres
+    workers: int | None = None  # processes for the index passes (None: passes.workers_for)
 
 
 @dataclass
@@ -100,19 +102,25 @@ async def _run_import(
     )
     store.progress = progress
     queue = PostgresQueue(options.queue_url) if options.queue_url else None
+    passes: Passes | None = None
     try:
         if queue is not None:
             await queue.open()
+        total = await store.count(CONNECTION_CATEGORY[options.kind])
+        passes = Passes(store, workers_for(total, options.workers))
         reader: Reader = (
-            AcapyReader(store) if options.kind == "acapy" else CredoReader(store, queue)
+            AcapyReader(store, passes)
+            if options.kind == "acapy"
+            else CredoReader(store, queue, passes)
         )
         source = await reader.mediator()
-        total = await store.count(CONNECTION_CATEGORY[options.kind])
         async with _target(settings, redis_url, dry_run=options.dry_run) as target:
             writer = Writer(target, source.report, dry_run=options.dry_run)
             await writer.check(source)
             await import_into(writer, reader, source, total, progress)
     finally:
+        if passes is not None:
+            await passes.close()
         if queue is not None:
             await queue.close()
         await store.close()

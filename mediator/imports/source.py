@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -74,6 +74,18 @@ def describe(uri: str) -> str:
     return parts._replace(query=urlencode(hidden, safe="*")).geturl()
 
 
+@dataclass(frozen=True)
+class StoreAddress:
+    """How another process opens the same store: the URI Askar opened (the SQLite copy's,
+    or the Postgres database), its key and method, and the profile."""
+
+    uri: str = field(repr=False)
+    pass_key: str = field(repr=False)
+    method: str | None
+    profile: str
+    given: str = field(repr=False)  # the URI the operator gave, for messages
+
+
 @dataclass
 class Item:
     """One record: its category, name, value (JSON text) and tags."""
@@ -87,9 +99,10 @@ class Item:
 class SourceStore:
     """An opened source store: records by category, keys by name, and the profile."""
 
-    def __init__(self, store: Any, profile: str, copy: Path | None, uri: str) -> None:
+    def __init__(self, store: Any, address: StoreAddress, copy: Path | None, uri: str) -> None:
         self._store = store
-        self.profile = profile
+        self.address = address
+        self.profile = address.profile
         self._copy = copy
         self.uri = uri
         self.progress: Callable[[str], None] = lambda line: None  # long scans say how far
@@ -123,7 +136,19 @@ class SourceStore:
             if copy is not None:
                 shutil.rmtree(copy, ignore_errors=True)
             raise ImportRefused(_explain(uri, exc, askar_method)) from exc
-        return cls(store, name, copy, uri)
+        return cls(store, StoreAddress(target, pass_key, askar_method, name, uri), copy, uri)
+
+    @classmethod
+    async def attach(cls, address: StoreAddress) -> SourceStore:
+        """The store another SourceStore opened (its copy, when it made one), opened again
+        by a worker process; closing it leaves the copy."""
+        try:
+            store = await Store.open(
+                address.uri, address.method, address.pass_key, profile=address.profile
+            )
+        except AskarError as exc:
+            raise ImportRefused(_explain(address.given, exc, address.method)) from exc
+        return cls(store, address, None, address.given)
 
     async def items(
         self, category: str, tags: dict[str, str] | None = None, *, with_tags: bool = False
