@@ -219,6 +219,7 @@ async def test_live_mode_delivers_new_messages_only_and_waits_for_ack(
     async with Peer(dc_app, med, "ws") as peer:
         key = await peer.mediate()
         await forward(dc_app, med, key, {"backlog": True})
+        await asyncio.sleep(0.005)  # stored in the same millisecond, it would count as new
         status = await peer.send(
             message("messagepickup/2.0/live-delivery-change", live_delivery=True)
         )

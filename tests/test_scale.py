@@ -75,7 +75,10 @@ class Scale:
 
 @pytest.fixture(scope="module")
 async def scale(redis_server: RedisUnderTest) -> AsyncIterator[Scale]:
-    url = redis_server.isolated_url()
+    # A database of its own, not the modules' shared one (3): MONITOR below counts every
+    # command sent to it, and another module's node there (pushing to a wallet's endpoint)
+    # would count as upkeep.
+    url = redis_server.isolated_url(db=6)
     plan = Plan(RECIPIENTS, share=0.1)
     setup = Scale(url, plan)
     await setup.backend.start()
