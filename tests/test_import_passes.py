@@ -72,6 +72,27 @@ async def _never_ends(store: SourceStore, report: Report) -> dict[str, str]:
     return {}
 
 
+async def _says_how_far(store: SourceStore, report: Report) -> dict[str, str]:
+    store.progress("reading things: 1,000 records")
+    report.skip("a thing that cannot be read", "thing-1")
+    return {"read": "all"}
+
+
+async def test_a_workers_progress_and_skips_reach_the_import(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    said: list[str] = []
+    store.progress = said.append
+    passes, report = Passes(store, 1), Report()
+    try:
+        assert await asyncio.wait_for(passes.start(_says_how_far, report), 60) == {"read": "all"}
+    finally:
+        await passes.close()
+        await store.close()
+    assert said == ["reading things: 1,000 records"]
+    assert report.skipped == {"a thing that cannot be read": 1}
+    assert report.examples == {"a thing that cannot be read": ["thing-1"]}
+
+
 async def _store(tmp_path: Path) -> SourceStore:
     plan = AcapyPlan(connections=2, key_method="raw", seed="test-import-passes-workers")
     truth = await make_acapy_store(tmp_path / "sqlite.db", plan)

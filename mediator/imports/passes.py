@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -45,9 +44,10 @@ def workers_for(connections: int, asked: int | None = None) -> int:
 
 class Passes:
     """Index passes over `store`: in up to `workers` processes at once, or in this one when
-    0. A worker is a process per pass (spawned, so it inherits no thread or event loop):
-    one that dies fails its pass with an error instead of leaving it waiting. `keys` loads
-    the private keys, in a worker of its own too when there are workers (keyloader.py)."""
+    0. A worker is a process per pass (spawned, so it inherits no thread or event loop),
+    with a pipe of its own for its progress lines and its index: one that dies fails its
+    pass with an error instead of leaving it waiting. `keys` loads the private keys, in a
+    worker of its own too when there are workers (keyloader.py)."""
 
     def __init__(self, store: SourceStore, workers: int = 0) -> None:
         self.store = store
@@ -55,8 +55,6 @@ class Passes:
         self.keys = KeyLoader(store, in_worker=workers > 0)
         self._slots = asyncio.Semaphore(max(workers, 1))
         self._context = multiprocessing.get_context("spawn")
-        self._progress: Any = None  # the workers' progress lines, relayed to store.progress
-        self._relay: threading.Thread | None = None
         self._running: list[asyncio.Future[Any]] = []
 
     def start(self, job: Job[T], report: Report) -> asyncio.Future[T]:
@@ -73,14 +71,15 @@ class Passes:
             receiving, sending = self._context.Pipe(duplex=False)
             process = self._context.Process(
                 target=_work,
-                args=(self.store.address, job, sending, self._relayed()),
+                args=(self.store.address, job, sending),
                 name=f"import-{getattr(job, '__name__', 'pass')}",
                 daemon=True,
             )
             process.start()
             sending.close()
+            loop = asyncio.get_running_loop()
             try:
-                outcome = await asyncio.to_thread(_receive, receiving)
+                outcome = await asyncio.to_thread(_receive, receiving, loop, self.store)
             finally:
                 if process.is_alive():
                     process.terminate()  # cancelled: the import stops
@@ -97,18 +96,6 @@ class Passes:
         report.merge(found)
         return index  # type: ignore[no-any-return]
 
-    def _relayed(self) -> Any:
-        """The queue the workers put their progress lines on."""
-        if self._progress is None:
-            self._progress = self._context.SimpleQueue()
-            self._relay = threading.Thread(
-                target=_relay,
-                args=(self._progress, asyncio.get_running_loop(), self.store),
-                daemon=True,
-            )
-            self._relay.start()
-        return self._progress
-
     async def close(self) -> None:
         """Stop the passes still running (an import that failed) and their workers."""
         for future in self._running:
@@ -116,50 +103,46 @@ class Passes:
         await asyncio.gather(*self._running, return_exceptions=True)
         self._running.clear()
         await self.keys.close()
-        if self._progress is not None:
-            self._progress.put(None)
-            if self._relay is not None:
-                await asyncio.to_thread(self._relay.join)
-            self._progress = None
 
 
 _ENDED = object()  # what _receive gets from a worker that ended without a word
+PROGRESS, DONE = "progress", "done"  # what a worker sends: lines, then its outcome
 
 
-def _receive(receiving: Any) -> Any:
-    try:
-        return receiving.recv()
-    except (EOFError, OSError):
-        return _ENDED
+def _receive(receiving: Any, loop: asyncio.AbstractEventLoop, store: SourceStore) -> Any:
+    """In a thread: a worker's progress lines, said where the import's own are, until its
+    outcome comes."""
+    while True:
+        try:
+            kind, value = receiving.recv()
+        except (EOFError, OSError):
+            return _ENDED
+        if kind == DONE:
+            return value
+        try:
+            loop.call_soon_threadsafe(store.progress, value)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            return _ENDED
 
 
-def _work(address: StoreAddress, job: Job[T], sending: Any, progress: Any) -> None:
+def _work(address: StoreAddress, job: Job[T], sending: Any) -> None:
     """In a worker: `job` over its own connection to the store, its index (or the error
     that stopped it) sent back."""
     try:
-        outcome: Any = asyncio.run(_attached(address, job, progress))
+        outcome: Any = asyncio.run(_attached(address, job, sending))
     except ImportRefused as exc:
         outcome = exc
     except Exception as exc:  # said in one line, as the import says its errors
         outcome = ImportRefused(f"reading the store: {type(exc).__name__}: {exc}")
-    sending.send(outcome)
+    sending.send((DONE, outcome))
     sending.close()
 
 
-async def _attached(address: StoreAddress, job: Job[T], progress: Any) -> tuple[T, Report]:
+async def _attached(address: StoreAddress, job: Job[T], sending: Any) -> tuple[T, Report]:
     store = await SourceStore.attach(address)
-    store.progress = progress.put
+    store.progress = lambda line: sending.send((PROGRESS, line))
     report = Report()
     try:
         return await job(store, report), report
     finally:
         await store.close()
-
-
-def _relay(progress: Any, loop: asyncio.AbstractEventLoop, store: SourceStore) -> None:
-    """The workers' progress lines, said where the import's own are."""
-    while (line := progress.get()) is not None:
-        try:
-            loop.call_soon_threadsafe(store.progress, line)
-        except RuntimeError:  # the loop is closed: nobody is listening any more
-            return
