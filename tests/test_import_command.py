@@ -71,9 +71,11 @@ def test_an_import_reports_what_it_carried_and_a_second_run_nothing_new(
     assert first.returncode == 0, first.stderr
     assert "imported from the acapy mediator's store" in first.stdout
     assert _counts(first.stdout, "connections") == (len(store.connections), 0)
-    second = _run(*_args(store), data=tmp_path)
+    # Read again by worker processes, as a store of 20,000 wallets or more is: the same.
+    second = _run(*_args(store), "--workers", "2", data=tmp_path)
     assert second.returncode == 0, second.stderr
     assert _counts(second.stdout, "connections") == (0, len(store.connections))
+    assert _counts(second.stdout, "recipient keys") == _counts(first.stdout, "recipient keys")[::-1]
 
 
 def test_a_dry_run_says_what_it_would_import_and_writes_nothing(
