@@ -1,0 +1,1 @@
+"""DIDComm Messaging v2.1: envelopes (jwk.py, content.py, jwe.py)."""
