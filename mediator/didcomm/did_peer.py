@@ -239,11 +239,17 @@ def numalgo2_did(keys: KeyPair, endpoints: list[str]) -> str:
             "priority": priority,
             "a": ["didcomm/aip1", "didcomm/aip2;env=rfc19"],
         }
-        text = json.dumps(service, separators=(",", ":"))
-        for char, escaped in _BASE64URL_TRAPS:
-            text = text.replace(char, escaped)
-        parts.append("S" + b64url_encode(text.encode()))
+        parts.append(service_element(service))
     return ".".join(parts)
+
+
+def service_element(service: dict[str, Any]) -> str:
+    """A did:peer:2 service element (`S` and the service's compact JSON in base64url),
+    written so that its base64url has no `-` or `_` (see _BASE64URL_TRAPS)."""
+    text = json.dumps(service, separators=(",", ":"))
+    for char, escaped in _BASE64URL_TRAPS:
+        text = text.replace(char, escaped)
+    return "S" + b64url_encode(text.encode())
 
 
 def _stored(doc: dict[str, Any]) -> bytes:

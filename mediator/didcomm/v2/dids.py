@@ -1,0 +1,320 @@
+"""DIDs as DIDComm v2 uses them: the keys to encrypt to (`keyAgreement`), the keys that
+authenticate a signer (`authentication`), and the DIDCommMessaging services, of did:peer:2,
+long-form did:peer:4 and did:key; and the mediator's own v2 did:peer:2.
+
+Key ids differ between libraries, so a key is found by any of the ids in use: `#key-N`
+(the current did:peer spec: N counts the DID's keys in order), the first 8 characters of
+the key's multibase after its `z` (older peer-did libraries), and the whole multibase. The
+DID may be absent (`#key-1`) or present. Services come in both did:peer:2 forms: the
+current `{"t":"dm","s":{"uri":…,"a":[…],"r":[…]}}` and the older one with `s` a string,
+and a DID may carry several service sections (Identus writes one per endpoint).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from mediator.didcomm import did_peer
+from mediator.didcomm.envelope import b64url_decode, b64url_encode
+from mediator.didcomm.keys import (
+    ED25519_MULTICODEC,
+    X25519_MULTICODEC,
+    KeyPair,
+    b58decode,
+    b58encode,
+    ed25519_to_x25519_public,
+)
+from mediator.didcomm.v2.jwk import SIZES, PrivateKey, PublicKey
+from mediator.didcomm.v2.jws import VerifyingKey
+from mediator.errors import DidError, EnvelopeError, InvalidKey
+
+DID_KEY = "did:key:"
+P256_MULTICODEC = b"\x80\x24"  # varint of 0x1200, p256-pub (compressed point)
+P384_MULTICODEC = b"\x81\x24"  # varint of 0x1201, p384-pub
+DIDCOMM_V2 = "didcomm/v2"
+MAX_DID = 16_384
+
+
+@dataclass(frozen=True)
+class Service:
+    """A DIDCommMessaging service: where to send, and through which mediators."""
+
+    uri: str
+    accept: tuple[str, ...] = ()
+    routing_keys: tuple[str, ...] = ()
+
+    @property
+    def websocket(self) -> bool:
+        return self.uri.startswith(("ws://", "wss://"))
+
+
+@dataclass(frozen=True)
+class Key:
+    """A key of a DID: its ids (every spelling it is known by) and what it is."""
+
+    ids: frozenset[str]
+    multibase: str
+    agreement: PublicKey | None = None  # an X25519 / NIST key agreement key
+    verifying: VerifyingKey | None = field(default=None, compare=False)  # Ed25519 / ES
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What DIDComm v2 needs of a DID document."""
+
+    did: str
+    agreement: tuple[Key, ...]  # in the document's order: the first is the default
+    authentication: tuple[Key, ...]
+    services: tuple[Service, ...]
+
+    def agreement_key(self, kid: str) -> PublicKey | None:
+        """The key agreement key named `kid` in any spelling in use, or None."""
+        found = _find(self.agreement, kid)
+        return None if found is None else found.agreement
+
+    def verifying_key(self, kid: str) -> VerifyingKey | None:
+        found = _find(self.authentication, kid)
+        return None if found is None else found.verifying
+
+    def kid(self, key: Key) -> str:
+        """The id we write for one of its keys: `did#key-N` when it has one."""
+        absolute = [i for i in key.ids if i.startswith(self.did + "#")]
+        return min(absolute, key=lambda i: (not i.split("#", 1)[-1].startswith("key-"), len(i)))
+
+
+def _find(keys: tuple[Key, ...], kid: str) -> Key | None:
+    for key in keys:
+        if kid in key.ids:
+            return key
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def resolve(did: str) -> Doc:
+    """The v2 view of a did:peer:2, a long-form did:peer:4 or a did:key (DidError when it
+    cannot be read); cached: a wallet's DID recurs in every message it sends."""
+    if not isinstance(did, str) or len(did) > MAX_DID:
+        raise DidError("a DID is a string of at most 16 KiB")
+    did = did.split("#", 1)[0]
+    if did.startswith(DID_KEY):
+        return _did_key(did)
+    algo = did_peer.numalgo(did)
+    if algo == 2:
+        return _peer2(did)
+    if algo == 4:
+        return _document(did, did_peer.resolve_numalgo4(did))
+    raise DidError(f"{did[:60]!r}: only did:peer:2, long did:peer:4 and did:key resolve here")
+
+
+def _ids(
+    did: str, multibase: str, index: int | None, extra: tuple[str, ...] = ()
+) -> frozenset[str]:
+    fragments = {multibase, multibase[1:9], *extra}
+    if index is not None:
+        fragments.add(f"key-{index}")
+    return frozenset(f"{prefix}#{f}" for f in fragments for prefix in (did, ""))
+
+
+def _multikey(multibase: str) -> tuple[PublicKey | None, VerifyingKey | None]:
+    """What a multibase multikey is: a key agreement key, or a signing key (Ed25519 is
+    both: its X25519 twin agrees)."""
+    if not isinstance(multibase, str) or not multibase.startswith("z") or len(multibase) > 200:
+        raise DidError("a key is a base58btc multikey ('z…')")
+    try:
+        raw = b58decode(multibase[1:])
+    except InvalidKey as exc:
+        raise DidError(f"a key is not base58btc: {exc}") from exc
+    codec, body = raw[:2], raw[2:]
+    try:
+        if codec == X25519_MULTICODEC and len(body) == 32:
+            return PublicKey.from_jwk(
+                {"kty": "OKP", "crv": "X25519", "x": b64url_encode(body)}
+            ), None
+        if codec == ED25519_MULTICODEC and len(body) == 32:
+            twin = ed25519_to_x25519_public(body)
+            agreement = PublicKey.from_jwk(
+                {"kty": "OKP", "crv": "X25519", "x": b64url_encode(twin)}
+            )
+            return agreement, VerifyingKey.ed25519(body)
+        for prefix, crv, curve in (
+            (P256_MULTICODEC, "P-256", ec.SECP256R1()),
+            (P384_MULTICODEC, "P-384", ec.SECP384R1()),
+        ):
+            if codec == prefix:
+                point = ec.EllipticCurvePublicKey.from_encoded_point(curve, body)
+                numbers, size = point.public_numbers(), SIZES[crv]
+                jwk = {
+                    "kty": "EC",
+                    "crv": crv,
+                    "x": b64url_encode(numbers.x.to_bytes(size, "big")),
+                    "y": b64url_encode(numbers.y.to_bytes(size, "big")),
+                }
+                return PublicKey.from_jwk(jwk), VerifyingKey.from_jwk(jwk)
+    except (ValueError, InvalidKey, EnvelopeError) as exc:
+        raise DidError(f"an unusable key {multibase[:20]!r}: {exc}") from exc
+    raise DidError(f"unsupported key type in {multibase[:20]!r}")
+
+
+def _did_key(did: str) -> Doc:
+    """A did:key: its one key; an Ed25519 one also agrees with its X25519 twin, named by
+    either multikey (`did:key:z6Mk…#z6LS…` is how several libraries write it)."""
+    multibase = did[len(DID_KEY) :]
+    agreement, verifying = _multikey(multibase)
+    twin: tuple[str, ...] = ()
+    if verifying is not None and agreement is not None and agreement.crv == "X25519":
+        twin = ("z" + b58encode(X25519_MULTICODEC + agreement.x),)
+    ids = _ids(did, multibase, None, twin)
+    key = Key(ids, multibase, agreement, verifying)
+    return Doc(did, (key,) if agreement else (), (key,) if verifying else (), ())
+
+
+def _peer2(did: str) -> Doc:
+    elements = did[len(did_peer.PEER) + 1 :].split(".")
+    if elements[0] != "" or len(elements) < 2:
+        raise DidError(f"{did[:60]!r} is not a did:peer:2")
+    agreement: list[Key] = []
+    authentication: list[Key] = []
+    services: list[Service] = []
+    index = 0
+    for element in elements[1:]:
+        purpose, value = element[:1], element[1:]
+        if purpose == "S":
+            services += _services(value)
+            continue
+        if purpose not in "EVAID" or not purpose:
+            raise DidError(f"unknown did:peer:2 purpose code {purpose!r}")
+        index += 1
+        public, verifying = _multikey(value)
+        if purpose == "E":
+            if public is None:
+                raise DidError("a did:peer:2 key agreement key must agree")
+            agreement.append(Key(_ids(did, value, index), value, public))
+        elif purpose == "V":
+            if verifying is None:
+                raise DidError("a did:peer:2 authentication key must sign")
+            authentication.append(Key(_ids(did, value, index), value, None, verifying))
+    return Doc(did, tuple(agreement), tuple(authentication), tuple(services))
+
+
+def _services(value: str) -> list[Service]:
+    try:
+        decoded = did_peer.load_json(b64url_decode(value, "a service"), "a did:peer:2 service")
+    except EnvelopeError as exc:
+        raise DidError(f"a did:peer:2 service is not base64url JSON: {exc}") from exc
+    out = []
+    for entry in decoded if isinstance(decoded, list) else [decoded]:
+        service = _service(entry)
+        if service is not None:
+            out.append(service)
+    return out
+
+
+def _service(entry: Any) -> Service | None:
+    """A DIDCommMessaging service in any form written (None for other kinds)."""
+    if not isinstance(entry, dict):
+        raise DidError("a service must be a JSON object")
+    kind = entry.get("t", entry.get("type"))
+    if kind not in ("dm", "DIDCommMessaging"):
+        return None
+    endpoint = entry.get("s", entry.get("serviceEndpoint"))
+    accept, routing = entry.get("a", entry.get("accept")), entry.get("r", entry.get("routingKeys"))
+    if isinstance(endpoint, list) and endpoint:  # DID Core allows a list of endpoint objects
+        endpoint = endpoint[0]
+    if isinstance(endpoint, dict):
+        accept = endpoint.get("accept", endpoint.get("a", accept))
+        routing = endpoint.get("routingKeys", endpoint.get("r", routing))
+        endpoint = endpoint.get("uri")
+    if not isinstance(endpoint, str) or not endpoint:
+        return None
+    return Service(endpoint, _strings(accept), _strings(routing))
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _document(did: str, doc: dict[str, Any]) -> Doc:
+    """A whole DID document (a long did:peer:4's): its methods by id, the relationships'
+    references or embedded methods, its DIDCommMessaging services."""
+    methods: dict[str, Any] = {}
+    for method in doc.get("verificationMethod") or []:
+        if isinstance(method, dict) and isinstance(method.get("id"), str):
+            methods[method["id"]] = method
+
+    def keys(relationship: str) -> tuple[Key, ...]:
+        out = []
+        for ref in doc.get(relationship) or []:
+            method = methods.get(ref) if isinstance(ref, str) else ref
+            if isinstance(ref, str) and method is None:
+                method = methods.get(ref.replace(did, "", 1)) or methods.get(did + ref)
+            if not isinstance(method, dict):
+                continue
+            out.append(_method_key(did, method))
+        return tuple(out)
+
+    services = [_service(s) for s in doc.get("service") or []]
+    return Doc(did, keys("keyAgreement"), keys("authentication"), tuple(s for s in services if s))
+
+
+def _method_key(did: str, method: dict[str, Any]) -> Key:
+    ident = str(method.get("id", ""))
+    fragment = ident.split("#", 1)[-1]
+    multibase = method.get("publicKeyMultibase")
+    if isinstance(multibase, str):
+        agreement, verifying = _multikey(multibase)
+        ids = _ids(did, multibase, None, (fragment,))
+        return Key(ids, multibase, agreement, verifying)
+    jwk = method.get("publicKeyJwk")
+    try:
+        if isinstance(jwk, dict) and jwk.get("crv") in SIZES:
+            return Key(_ids(did, fragment, None, (fragment,)), fragment, PublicKey.from_jwk(jwk))
+        if isinstance(jwk, dict):
+            key = VerifyingKey.from_jwk(jwk)
+            return Key(_ids(did, fragment, None, (fragment,)), fragment, None, key)
+    except EnvelopeError as exc:
+        raise DidError(f"an unusable key {fragment[:20]!r}: {exc}") from exc
+    raise DidError(f"the key {fragment[:20]!r} has no publicKeyMultibase or publicKeyJwk")
+
+
+# ------------------------------------------------------------------ the mediator's own
+
+
+@dataclass(frozen=True)
+class MediatorV2:
+    """The mediator's DIDComm v2 identity: a did:peer:2 of the cluster's key (its X25519
+    twin to agree, the Ed25519 key to sign) and a DIDCommMessaging service per endpoint,
+    the same bytes on every node for the same key seed and endpoints."""
+
+    keys: KeyPair
+    endpoints: tuple[str, ...]  # http(s) first, then ws(s)
+
+    @functools.cached_property
+    def did(self) -> str:
+        ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
+        x = "z" + b58encode(X25519_MULTICODEC + self.keys.x25519_public)
+        parts = [did_peer.PEER + "2", "E" + x, "V" + ed]
+        for endpoint in self.endpoints:
+            parts.append(
+                did_peer.service_element({"t": "dm", "s": {"uri": endpoint, "a": [DIDCOMM_V2]}})
+            )
+        return ".".join(parts)
+
+    @property
+    def agreement_kid(self) -> str:
+        return f"{self.did}#key-1"
+
+    @property
+    def signing_kid(self) -> str:
+        return f"{self.did}#key-2"
+
+    @functools.cached_property
+    def agreement(self) -> PrivateKey:
+        return PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
+
+    @functools.cached_property
+    def doc(self) -> Doc:
+        return resolve(self.did)
