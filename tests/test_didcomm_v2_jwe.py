@@ -208,3 +208,13 @@ def test_private_keys_round_trip_as_jwks_and_are_checked() -> None:
     mismatched = {**PrivateKey.generate("P-256").jwk(), "d": other["d"]}
     with pytest.raises(EnvelopeError, match="does not match"):
         PrivateKey.from_jwk(mismatched)
+
+
+def test_authcrypt_of_ecdh_1pu_draft_3_is_read_and_written_for_peers_that_use_it() -> None:
+    alice, (kid, bob) = PrivateKey.generate("X25519"), _keys("X25519", 1)[0]
+    sealed = jwe.encrypt(
+        b"x", [(kid, bob.public)], sender=("a#1", alice), enc=content.A256GCM, tagless=True
+    )
+    assert jwe.parse(sealed).open(kid, bob, alice.public) == (b"x", True)
+    spec = jwe.encrypt(b"y", [(kid, bob.public)], sender=("a#1", alice))
+    assert jwe.parse(spec).open(kid, bob, alice.public) == (b"y", False)

@@ -10,9 +10,13 @@ private key (and, authcrypt, the sender's public key) and decrypts.
 What the field writes and we read (be liberal in what you accept): `apu` and `apv` may be
 missing (Veramo's authcrypt writes neither) and are then empty in the key derivation; the
 sender is named by `skid`, or by `apu` alone; A256GCM and XC20P are read in authcrypt too
-(Veramo's authcrypt defaults to A256GCM), though the spec allows only A256CBC-HS512 there
-and we write nothing else. What we write follows the spec to the letter: common `epk`,
-`apv` (and `apu`, `skid`) in the protected header.
+(Veramo's authcrypt defaults to A256GCM), though the spec allows only A256CBC-HS512 there;
+and Veramo 7 derives authcrypt's key-wrapping key as ECDH-1PU draft 3 did, without the
+content's tag (the spec follows draft 4, which binds the tag): tried when draft 4 fails,
+and said (`Jwe.open`), so that an answer to such a peer is written the way it reads.
+
+What we write follows the spec to the letter (common `epk`, `apv`, and `apu` and `skid`
+in the protected header), but for that answer.
 """
 
 from __future__ import annotations
@@ -80,28 +84,36 @@ class Jwe:
     def decrypt(self, kid: str, ours: PrivateKey, sender: PublicKey | None = None) -> bytes:
         """The plaintext, with our private key of recipient `kid` (authcrypt: and the
         sender's public key, found from `sender_kid`)."""
+        return self.open(kid, ours, sender)[0]
+
+    def open(
+        self, kid: str, ours: PrivateKey, sender: PublicKey | None = None
+    ) -> tuple[bytes, bool]:
+        """The plaintext, and whether its authcrypt derived the key without the content's
+        tag (ECDH-1PU draft 3, as Veramo 7 writes it: tried when draft 4 fails, so that
+        the answer can be written the same way)."""
         recipient = next((r for r in self.recipients if r.kid == kid), None)
         if recipient is None:
             raise EnvelopeError(f"the message has no recipient {kid[:80]!r}")
         if ours.crv != self.epk.crv:
             raise EnvelopeError(f"the key of {kid[:80]!r} is not on the message's curve")
         z = ours.agree(self.epk)
-        tag = b""
+        tags: tuple[bytes, ...] = (b"",)
         if self.authcrypt:
             if sender is None:
                 raise EnvelopeError("an authcrypt message needs its sender's key")
             if sender.crv != self.epk.crv:
                 raise EnvelopeError("the sender's key is not on the message's curve")
             z += ours.agree(sender)
-            tag = self.sealed.tag
-        kek = _kdf(z, self.alg, self._party("apu"), self._party("apv"), tag)
-        try:
-            key = aes_key_unwrap(kek, recipient.encrypted_key)
-        except (InvalidUnwrap, ValueError) as exc:
-            raise EnvelopeError(
-                "the content key does not unwrap: not encrypted for this key"
-            ) from exc
-        return self.enc.decrypt(key, self.sealed, self.aad)
+            tags = (self.sealed.tag, b"")  # draft 4 (the spec's), then draft 3
+        apu, apv = self._party("apu"), self._party("apv")
+        for tag in tags:
+            try:
+                key = aes_key_unwrap(_kdf(z, self.alg, apu, apv, tag), recipient.encrypted_key)
+            except (InvalidUnwrap, ValueError):
+                continue
+            return self.enc.decrypt(key, self.sealed, self.aad), self.authcrypt and not tag
+        raise EnvelopeError("the content key does not unwrap: not encrypted for this key")
 
     def _party(self, name: str) -> bytes:
         value = self.header.get(name)
@@ -148,16 +160,19 @@ def encrypt(
     *,
     sender: tuple[str, PrivateKey] | None = None,
     enc: str = content.A256CBC_HS512,
+    tagless: bool = False,
 ) -> dict[str, Any]:
     """`plaintext` encrypted for each (kid, key) of `to` (all on one curve): anoncrypt, or
-    authcrypt from `sender` (its kid and private key). The JWE as a JSON object."""
+    authcrypt from `sender` (its kid and private key). The JWE as a JSON object.
+    `tagless`: authcrypt's key derived without the tag (ECDH-1PU draft 3), only to answer
+    a peer that wrote it so (Veramo 7, which reads nothing else)."""
     if not to or len(to) > MAX_RECIPIENTS:
         raise EnvelopeError("a message is encrypted for 1 to 64 keys")
     crv = to[0][1].crv
     if any(key.crv != crv for _, key in to) or (sender and sender[1].crv != crv):
         raise EnvelopeError("the keys of one message are all on one curve")
     algorithm = content.algorithm(enc)
-    if sender is not None and algorithm.name != content.A256CBC_HS512:
+    if sender is not None and algorithm.name != content.A256CBC_HS512 and not tagless:
         raise EnvelopeError("authcrypt encrypts with A256CBC-HS512")
     ephemeral = PrivateKey.generate(crv)
     apv = hashlib.sha256(".".join(sorted(kid for kid, _ in to)).encode()).digest()
@@ -181,7 +196,7 @@ def encrypt(
         tag = b""
         if sender is not None:
             z += sender[1].agree(public)
-            tag = sealed.tag
+            tag = b"" if tagless else sealed.tag
         kek = _kdf(z, header["alg"], apu, apv, tag)
         recipients.append(
             {"header": {"kid": kid}, "encrypted_key": b64url_encode(aes_key_wrap(kek, key))}

@@ -14,6 +14,7 @@ Our private keys are found by `kid` (`ours`), the senders' public keys through t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ class Received:
     layers: tuple[str, ...] = ()  # outermost first: anoncrypt, authcrypt, signed
     rotated_from: str | None = None  # the prior DID of a verified from_prior
     addressed_here: bool = True  # `to` absent, or naming one of `our_dids`
+    tagless: bool = False  # its authcrypt was ECDH-1PU draft 3's (Veramo): answer alike
 
     @property
     def sender(self) -> str | None:
@@ -57,6 +59,7 @@ def unpack(raw: bytes | dict[str, Any], ours: Ours, our_dids: tuple[str, ...] = 
     data = _object(raw, "the message")
     layers: list[str] = []
     recipient_kid = sender_kid = signer_kid = None
+    tagless = False
     while kind(data) == "encrypted":
         parsed = jwe.parse(data)
         if layers and (layers != ["anoncrypt"] or not parsed.authcrypt):
@@ -71,7 +74,8 @@ def unpack(raw: bytes | dict[str, Any], ours: Ours, our_dids: tuple[str, ...] = 
                 raise EnvelopeError(
                     f"the sender's DID has no key agreement key {sender_kid[:80]!r}"
                 )
-        plaintext = parsed.decrypt(kid, key, sender)
+        plaintext, dialect = parsed.open(kid, key, sender)
+        tagless = tagless or dialect
         recipient_kid = recipient_kid or kid
         layers.append("authcrypt" if parsed.authcrypt else "anoncrypt")
         data = _object(plaintext, "the decrypted message")
@@ -91,7 +95,7 @@ def unpack(raw: bytes | dict[str, Any], ours: Ours, our_dids: tuple[str, ...] = 
         if kind(data) != "plain":
             raise EnvelopeError("a signed message holds a plaintext message")
     received = Received(_plaintext(data), recipient_kid, sender_kid, signer_kid, tuple(layers))
-    return _consistent(received, our_dids)
+    return dataclasses.replace(_consistent(received, our_dids), tagless=tagless)
 
 
 def kind(data: Any) -> str:
@@ -110,9 +114,11 @@ def pack(
     to: str,
     *,
     sender: tuple[str, PrivateKey] | None = None,
+    tagless: bool = False,
 ) -> dict[str, Any]:
     """`message` encrypted to every key agreement key of DID `to` on the curve of its first
-    one: authcrypt from `sender` (kid, key) when given, else anoncrypt."""
+    one: authcrypt from `sender` (kid, key) when given, else anoncrypt. `tagless`: as
+    ECDH-1PU draft 3, for a peer whose own message was (Received.tagless)."""
     doc = dids.resolve(to)
     agreeing = [k for k in doc.agreement if k.agreement is not None]
     if not agreeing:
@@ -123,7 +129,7 @@ def pack(
     keys = [(doc.kid(k), k.agreement) for k in agreeing if k.agreement and k.agreement.crv == crv]
     if not keys:
         raise DidError(f"{to[:60]!r} has no {crv} key agreement key")
-    return jwe.encrypt(orjson.dumps(message), keys, sender=sender)
+    return jwe.encrypt(orjson.dumps(message), keys, sender=sender, tagless=tagless)
 
 
 def _our_key(parsed: jwe.Jwe, ours: Ours) -> tuple[str, PrivateKey]:
