@@ -2,12 +2,13 @@
 
 A pass reads every record of one category into an index (ACA-Py's `did` records into our
 DIDs' verkeys, its `forward_route` records into each wallet's keylist, ...) before the
-wallets are read. A pass is bound by the one thread that runs Python (Askar's wrapper costs
-25-30 µs a record), so a store of a million wallets, 4.5 million such records, is read
-faster by several processes, each with its own connection to the store (the SQLite copy, or
-the Postgres database) and its index sent back when it is done, while this process goes on
-with what needs no index. On a small store, or with one core, the passes run here side by
-side, as tasks.
+wallets are read. Each record costs Askar's decryption of its value and tags and its Python
+wrapper (25-55 µs on the 2-core VM), and one process leaves cores idle: a store of a million
+wallets (4.5 million such records) is read faster by several processes, each with its own
+connection to the store (the SQLite copy, or the Postgres database) and its index sent back
+when it is done, while this process goes on with what needs no index (on 2 cores the
+whole import took 727 s so, against 875 s in one process: bench/README.md). On a small
+store, or with one core, the passes run here side by side, as tasks.
 
 A pass is a module-level coroutine function `job(store, report) -> index` (a worker finds it
 by its name); what it skips goes to `report`, merged into the import's own.
