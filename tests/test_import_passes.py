@@ -68,7 +68,7 @@ async def _dies(store: SourceStore, report: Report) -> dict[str, str]:
 
 
 async def _never_ends(store: SourceStore, report: Report) -> dict[str, str]:
-    await asyncio.sleep(3600)
+    await asyncio.Event().wait()  # until the import stops it
     return {}
 
 
