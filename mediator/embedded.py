@@ -13,6 +13,7 @@ import fcntl
 import functools
 import logging
 import os
+import random
 import re
 import signal
 import socket
@@ -51,9 +52,30 @@ def server_version(binary: str) -> tuple[int, int]:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on, picked below the kernel's ephemeral range: a port
+    handed out by bind(("", 0)) is one an outgoing connection may take before the server that
+    was meant to listen on it starts (seen on a busy test machine), one below it never is."""
+    low = _ephemeral_low()
+    for _ in range(64 if low > 2048 else 0):
+        port = random.randrange(max(1024, low - 12_000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@functools.cache
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def die_with_parent() -> None:

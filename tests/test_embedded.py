@@ -178,3 +178,34 @@ def test_embedded_server_is_durable_and_never_evicts(tmp_path: Path):
         client.close()
     finally:
         node.stop()
+
+
+def test_the_embedded_server_port_is_one_no_outgoing_connection_takes():
+    """A port from bind(0) may be taken by an outgoing connection before the server binds it;
+    the embedded server's is picked below the kernel's range for those, and is free."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(1024 <= p < low for p in ports), (low, sorted(ports))
+    assert len(ports) > 1  # picked at random, not one fixed port
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_a_test_server_whose_port_was_taken_starts_on_another(tmp_path: Path):
+    """The topologies' servers (bench/support/topology.py): a server that cannot bind its
+    picked port is started again on another instead of being waited for until a timeout."""
+    from bench.support.topology import ServerProcess
+    from mediator.embedded import default_binary
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        server = ServerProcess(default_binary(), tmp_path / "server")
+        server.port = squatter.getsockname()[1]  # taken between the pick and the start
+        server.start()
+        try:
+            assert server.port != squatter.getsockname()[1]
+            assert server.client().ping()
+        finally:
+            server.stop()

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Self
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bench.harness.loadgen import HOST
 from bench.harness.output import progress
@@ -72,22 +74,51 @@ def wait_for(what: str, ok: Callable[[], object], limit_s: float = 20.0) -> None
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-class ServerProcess:
-    """One server process on a free loopback port (or `port`), its files in `folder`."""
+class ServerExited(RuntimeError):
+    """The server process ended before it answered."""
 
-    def __init__(self, binary: str, folder: Path, *args: str, port: int = 0) -> None:
+
+class ServerProcess:
+    """One server process on a free loopback port (or `port`), its files in `folder`; in a
+    cluster (`cluster_bus`) with a free port for the cluster bus too. Its first start may move
+    to other ports if the picked ones were taken; a restart keeps them."""
+
+    STARTS = 3  # a picked port can still be taken before the server binds it: pick again
+
+    def __init__(
+        self, binary: str, folder: Path, *args: str, port: int = 0, cluster_bus: bool = False
+    ) -> None:
         self.binary = binary
         self.folder = folder
         self.port = port or free_port()
+        self._port_given = bool(port)
+        self.bus_port = free_port() if cluster_bus else 0
         self.args = list(args)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Self:
         self.folder.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, self.STARTS + 1):
+            try:
+                self._spawn()
+                wait_for(f"{self.binary} on {self.port}", self._answers)
+                self._port_given = True  # known to its peers now: a restart keeps it
+                return self
+            except ServerExited as exc:
+                if self._port_given or attempt == self.STARTS:
+                    raise RuntimeError(f"{exc}; its log ends:\n{self.log_tail()}") from exc
+                progress(f"{exc}; starting it again on other ports")
+                self.port = free_port()
+                self.bus_port = free_port() if self.bus_port else 0
+        raise AssertionError("unreachable")
+
+    def _spawn(self) -> None:
+        bus = ["--cluster-port", str(self.bus_port)] if self.bus_port else []
         self.proc = subprocess.Popen(
             [
                 self.binary,
                 *self.args,
+                *bus,
                 *["--bind", HOST, "--port", str(self.port), "--dir", str(self.folder)],
                 *["--logfile", str(self.folder / "server.log")],
             ],
@@ -96,8 +127,26 @@ class ServerProcess:
             stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent,  # no server outlives a run that was killed
         )
-        wait_for(f"{self.binary} on {self.port}", lambda: self.client().ping())
-        return self
+
+    def _answers(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ServerExited(f"{self.binary} on {self.port} exited with {self.proc.returncode}")
+        # A short timeout and no retries: if something else listens on the port, the next
+        # look sees the server's exit instead of waiting out the default retries.
+        probe = redis.Redis(
+            host=HOST, port=self.port, socket_connect_timeout=1, socket_timeout=1,
+            retry=Retry(NoBackoff(), 0),
+        )  # fmt: skip
+        try:
+            return bool(probe.ping())
+        finally:
+            probe.close()
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            return "\n".join((self.folder / "server.log").read_text().splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
 
     def client(self) -> redis.Redis:
         return redis.Redis(host=HOST, port=self.port, socket_connect_timeout=1, socket_timeout=5)
@@ -128,16 +177,16 @@ class LocalCluster:
 
     def __init__(self, root: Path, binary: str = "", *, primaries: int = 3) -> None:
         self.binary = binary or default_binary()
-        self.bus_ports = [free_port() for _ in range(primaries)]  # not port + 10000: > 65535
         self.nodes = [
             ServerProcess(
                 self.binary,
                 root / f"node-{i}",
                 *DATA_ARGS,
                 *["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
-                *["--cluster-node-timeout", "2000", "--cluster-port", str(bus)],
+                *["--cluster-node-timeout", "2000"],
+                cluster_bus=True,  # its own free port: port + 10000 can pass 65535
             )
-            for i, bus in enumerate(self.bus_ports)
+            for i in range(primaries)
         ]
 
     @property
@@ -154,8 +203,8 @@ class LocalCluster:
                 "CLUSTER", "ADDSLOTSRANGE", i * share, last
             )
         first = self.nodes[0].client()
-        for node, bus in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
-            first.execute_command("CLUSTER", "MEET", HOST, node.port, bus)  # type: ignore[no-untyped-call]
+        for node in self.nodes[1:]:
+            first.execute_command("CLUSTER", "MEET", HOST, node.port, node.bus_port)  # type: ignore[no-untyped-call]
         wait_for("the cluster to form", self.formed, limit_s=30)
         return self
 
