@@ -92,7 +92,7 @@ OWN_FLAGS = {
     "serve": set(),
     "worker": {"--check"},
     "migrate": {"--dry-run", "--force"},
-    "invitation": {"--json"},
+    "invitation": {"--json", "--v2"},
     "pseudonym": set(),
 }
 

@@ -5,7 +5,8 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
 
     h    handshake state: r (responded) or c (completed)
     ht   when the handshake was recorded (ms)
-    p    the handshake protocol, e.g. didexchange/1.1
+    p    the handshake protocol, e.g. didexchange/1.1; didcomm/v2 for a DIDComm v2 wallet
+         (no handshake: written at its grant)
     th   the handshake's thread, until it completes
     s    push endpoints (compact JSON, defaults left out: handshakes.services_json)
     m    mediation: g (granted) or d (denied); the grant's time is the queue's `created`
@@ -19,7 +20,8 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     nl   when it was last notified (ms);  na  failed notification attempts in a row
     nq   a message came since its pending notification was last looked at
     nc   a claim of its notification not settled yet;  ni  the notification's id (retries)
-    k:<32 raw bytes>   a registered recipient key (its keylist)
+    k:<32 raw bytes>   a registered recipient key (its keylist); its value is empty, or
+         the DID (or DID URL) a DIDComm v2 wallet registered it as
 
 A connection carried over from another mediator (`mediator import`) also has:
 
@@ -52,6 +54,7 @@ KEY: Final = b"k:"  # + the recipient key's raw bytes
 IMPORTED_KEY: Final = "ik"
 KEY_FORMAT: Final = "kf"
 BASE58: Final = "b"  # KEY_FORMAT's value
+DIDCOMM_V2: Final = "didcomm/v2"  # PROTOCOL's value for a DIDComm v2 wallet
 IMPORTED_MESSAGES: Final = "iq"
 
 # What the code calls the states, and how the record writes them.

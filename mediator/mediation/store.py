@@ -144,16 +144,36 @@ class MediationStore:
     async def mark_explicit_pickup(self, verkey: str) -> None:
         await self.redis.hset(keys.connection_keys(verkey).record, rec.EXPLICIT, "1")
 
-    async def add_key(self, connection: str, key: str) -> str:
-        """Register `key` for `connection`: success, no_change, or client_error (taken)."""
+    async def add_key(self, connection: str, key: str, name: str = "") -> str:
+        """Register `key` for `connection`: success, no_change, or client_error (taken).
+        `name`: what a DIDComm v2 wallet registered it as (its DID), kept for its keylist."""
         raw = raw_key(key)
         routed = route_added(
             await self.scripts.call("route", [keys.routes_bucket(raw)], ["add", raw, connection])
         )
         if routed is RouteAddCode.TAKEN:
             return "client_error"
-        added = await self.redis.hset(keys.connection_keys(connection).record, rec.KEY + raw, "")
+        added = await self.redis.hset(keys.connection_keys(connection).record, rec.KEY + raw, name)
         return "success" if routed is RouteAddCode.ADDED or added else "no_change"
+
+    async def open_v2(self, connection: str) -> None:
+        """The record of a DIDComm v2 wallet, named by its route id (mediator/mediation/
+        wallets_v2.py): no handshake made it, so it is written completed at its grant."""
+        await self.redis.hset(
+            keys.connection_keys(connection).record,
+            mapping={rec.HANDSHAKE: rec.CODES[rec.COMPLETED], rec.PROTOCOL: rec.DIDCOMM_V2},
+        )
+
+    async def names(self, connection: str) -> list[tuple[str, str]]:
+        """A connection's registered keys, base58, each with the name a v2 wallet gave it
+        ("" for a v1 registration), in key order."""
+        record = await self.redis.hgetall(keys.connection_keys(connection).record)
+        found = []
+        for field_, value in record.items():
+            f = field_ if isinstance(field_, bytes) else field_.encode()
+            if f.startswith(rec.KEY):
+                found.append((b58encode(f[len(rec.KEY) :]).decode(), _s(value)))
+        return sorted(found)
 
     async def remove_key(self, connection: str, key: str) -> str:
         """Unregister `key`: success, or no_change when this connection does not hold it."""

@@ -14,6 +14,7 @@ from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.message import Message, new_id
 from mediator.engine import Engine
+from mediator.engine.model import ReceivedMessage
 from mediator.engine.wakeups import WakeHub
 from mediator.errors import ProblemReport
 from mediator.mediation.abuse import Limiter
@@ -27,6 +28,9 @@ from mediator.notify.notifier import Notifier
 from mediator.settings import DidcommSettings, QueueSettings
 
 Callback = Callable[[], Awaitable[None]]
+# What a live delivery loop sends for a batch of messages, when not a Pickup 2.0 delivery
+# from our key on the connection (a DIDComm v2 wallet's: mediator/protocols/v2/pickup.py).
+DeliveryWriter = Callable[[list[ReceivedMessage]], bytes]
 
 # Pickup 2.0's own wording for a live-delivery-change on a transport that cannot do it.
 NO_LIVE_DELIVERY = "Connection does not support Live Delivery"
@@ -106,8 +110,15 @@ class Session:
     def is_live(self, connection: str) -> bool:
         return False
 
-    async def start_live(self, connection: str, since_ms: int, ours: KeyPair | None = None) -> None:
-        """Deliver `connection`'s messages as they come, from `ours` (our key on it)."""
+    async def start_live(
+        self,
+        connection: str,
+        since_ms: int,
+        ours: KeyPair | None = None,
+        writer: DeliveryWriter | None = None,
+    ) -> None:
+        """Deliver `connection`'s messages as they come, from `ours` (our key on it), or
+        as `writer` writes them."""
         raise ProblemReport(
             "live-delivery-not-supported", "Connection does not support Live Delivery"
         )

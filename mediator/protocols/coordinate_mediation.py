@@ -8,6 +8,7 @@ from mediator.didcomm.keys import normalize_key, verkey_to_did_key
 from mediator.errors import InvalidKey, ProblemReport
 from mediator.mediation.store import DENIED, GRANTED, Connection
 from mediator.protocols.context import Context
+from mediator.settings import DidcommSettings
 
 FAMILY = "coordinate-mediation"
 MAX_UPDATES = 1000
@@ -15,24 +16,28 @@ PAGE_DEFAULT = 100
 PAGE_MAX = 1000
 
 
-def _allowed(ctx: Context, connection: str) -> bool:
-    settings = ctx.didcomm
+def allowed(settings: DidcommSettings, connection: str, did: str | None = None) -> bool:
+    """Whether mediation is open to everyone, or the allowlist names this connection's key
+    (or a v2 wallet's `did`)."""
     if settings.mediation_open:
         return True
-    allowed = set()
+    allowlist = set()
     for item in settings.mediation_allowlist.split(","):
-        if item.strip():
+        item = item.strip()
+        if item and did is not None and item == did:
+            return True
+        if item:
             try:
-                allowed.add(normalize_key(item.strip()))
+                allowlist.add(normalize_key(item))
             except InvalidKey:
                 continue
-    return connection in allowed
+    return connection in allowlist
 
 
 async def mediate_request(ctx: Context) -> None:
     connection = ctx.require_connection()
     now = await ctx.services.mailbox.now_ms()
-    if not _allowed(ctx, connection.verkey):
+    if not allowed(ctx.didcomm, connection.verkey):
         await ctx.services.store.set_state(connection.verkey, DENIED, now)
         ctx.reply("mediate-deny", {})
         return

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Protocol
 
 from redis.exceptions import OutOfMemoryError
 
 from mediator.didcomm.keys import normalize_key
 from mediator.errors import InvalidKey, ProblemReport
 from mediator.mediation.store import Connection
-from mediator.protocols.context import Callback, Context
+from mediator.protocols.context import Callback, Services, Session
 
 MAX_ACK_IDS = 1000
 
@@ -27,7 +28,17 @@ def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode()
 
 
-async def explicit_pickup(ctx: Context) -> Connection:
+class PickupContext(Protocol):
+    """What the helpers need of a handler's context, v1's (Context) or v2's (ContextV2)."""
+
+    services: Services
+    session: Session
+    connection: Connection | None
+
+    def require_mediation(self) -> Connection: ...
+
+
+async def explicit_pickup(ctx: PickupContext) -> Connection:
     """The connection, granted; and remember it fetches explicitly, so that its
     return_route messages never start an implicit drain."""
     connection = ctx.require_mediation()
@@ -41,7 +52,7 @@ async def explicit_pickup(ctx: Context) -> Connection:
     return connection
 
 
-async def owned_key(ctx: Context, connection: Connection, value: object) -> str | None:
+async def owned_key(ctx: PickupContext, connection: Connection, value: object) -> str | None:
     """A `recipient_key` field: None when absent, else one of this connection's keys."""
     if value is None:
         return None
@@ -56,7 +67,7 @@ async def owned_key(ctx: Context, connection: Connection, value: object) -> str 
     return key
 
 
-def handed_out(ctx: Context, connection: str, message_ids: list[str]) -> Callback | None:
+def handed_out(ctx: PickupContext, connection: str, message_ids: list[str]) -> Callback | None:
     """Note deliveries on the session (offered again if it closes unacknowledged) and give
     the step that offers them again at once if the reply carrying them is never sent."""
     if not message_ids:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 
 import orjson
 
@@ -18,7 +19,7 @@ from mediator.errors import (
 )
 from mediator.mediation.keymaps import is_verkey
 from mediator.mediation.mailbox import Forwarded
-from mediator.protocols.context import Context
+from mediator.protocols.context import Context, ForwardTally, Services
 
 UNKNOWN_KEY_FIRST_PAUSE = 0.01
 DIGEST_BYTES = 16  # BLAKE2b: collisions would take 2**64 envelopes
@@ -44,9 +45,27 @@ async def forward(ctx: Context) -> None:
     except EnvelopeError as exc:
         raise ProblemReport("invalid-forward", f"forward.msg: {exc}", status=400) from exc
 
-    # The message is queued once per connection among its recipients (Pickup 2.0,
-    # "Multiple Recipients"); `to` itself must be one of ours.
-    services = ctx.services
+    # The inner envelope's kids are as its sender wrote them: one that is no base58 verkey
+    # is nobody's here.
+    others = [k for k in kids if k != to and is_verkey(k)]
+    sender = ctx.message.sender_verkey or ctx.session.address
+    await queue_forwarded(ctx.services, ctx.forward, [to], envelope, others, sender, f"key {to}")
+
+
+async def queue_forwarded(
+    services: Services,
+    tally: ForwardTally,
+    to: Sequence[str],
+    envelope: bytes,
+    others: Sequence[str],
+    sender: str,
+    named: str,
+) -> None:
+    """Queue `envelope` for the connection that registered the first key of `to` that
+    anybody registered (a v2 key stands for more than one), and once more for each other
+    connection among `others` (Pickup 2.0, "Multiple Recipients"); `sender` is whom its
+    bytes count for, `named` how the recipient was named (for the refusal). ProblemReport
+    (404) when nobody registered `to`, (413/507/403) when a queue refused it."""
     refused: list[LimitExceeded] = []
     unconfirmed: list[ReplicationShortfall] = []
     targets: set[str] = set()
@@ -54,9 +73,9 @@ async def forward(ctx: Context) -> None:
     async def queued(forwarded: Forwarded) -> None:
         targets.add(forwarded.connection)
         if forwarded.duplicate:  # its connection holds these bytes already: nothing new
-            ctx.forward.duplicates += 1
+            tally.duplicates += 1
             return
-        ctx.forward.queued += 1
+        tally.queued += 1
         if forwarded.has_push is not False:  # False: its record names no push endpoint
             services.pusher.queued(forwarded.connection)
         if forwarded.notified:  # scheduled by the forward's own script
@@ -67,12 +86,12 @@ async def forward(ctx: Context) -> None:
     # A sender with several of our recipients' keys may forward the same envelope once per
     # key: each connection stores it once (and the answer says which were duplicates).
     digest = hashlib.blake2b(envelope, digest_size=DIGEST_BYTES).digest()
-    sender = ctx.message.sender_verkey or ctx.session.address
     tag = await services.limiter.forwarded(sender, len(envelope))
     try:
-        first = await _forward_when_routed(ctx, to, envelope, digest, tag)
+        first = await _forward_when_routed(services, to, envelope, digest, tag)
     except (LimitExceeded, ReplicationShortfall) as exc:
-        owner = await services.store.owner(to) or ""
+        owners = [o for o in await services.store.owners(list(to)) if o]
+        owner = owners[0] if owners else ""
         targets.add(owner)
         if isinstance(exc, LimitExceeded):
             refused.append(exc)
@@ -84,14 +103,11 @@ async def forward(ctx: Context) -> None:
         if first is None:
             raise ProblemReport(
                 "unknown-recipient",
-                f"no recipient is registered here for key {to}: the message was not accepted",
+                f"no recipient is registered here for {named}: the message was not accepted",
                 status=404,
             )
         await queued(first)
-    # The inner envelope's kids are as its sender wrote them: one that is no base58 verkey
-    # is nobody's here.
-    others = [k for k in kids if k != to and is_verkey(k)]
-    for key, other in zip(others, await services.store.owners(others), strict=True):
+    for key, other in zip(others, await services.store.owners(list(others)), strict=True):
         if other is None or other in targets:
             continue
         owner = other
@@ -119,23 +135,27 @@ async def forward(ctx: Context) -> None:
 
 
 async def _forward_when_routed(
-    ctx: Context, to: str, envelope: bytes, digest: bytes, sender: str
+    services: Services, to: Sequence[str], envelope: bytes, digest: bytes, sender: str
 ) -> Forwarded | None:
-    """Queue the message for `to`'s connection; a key nobody registered yet is looked up
-    again for up to --forward-unknown-key-wait-seconds (10 ms, then doubling), because
-    agents hand out invitations before their keylist update has reached us (ACA-Py: 0.4 to
-    18 ms later, measured; docs/interop.md)."""
-    services = ctx.services
+    """Queue the message for the connection of the first key of `to` somebody registered;
+    keys nobody registered yet are looked up again for up to
+    --forward-unknown-key-wait-seconds (10 ms, then doubling), because agents hand out
+    invitations before their keylist update has reached us (ACA-Py: 0.4 to 18 ms later,
+    measured; docs/interop.md)."""
     notify_ms = services.notifier.delay_ms
 
     async def attempt() -> Forwarded | None:
-        return await services.mailbox.forward(
-            to, envelope, services.store, digest=digest, sender=sender, notify_ms=notify_ms
-        )
+        for key in to:
+            forwarded = await services.mailbox.forward(
+                key, envelope, services.store, digest=digest, sender=sender, notify_ms=notify_ms
+            )
+            if forwarded is not None:
+                return forwarded
+        return None
 
     forwarded = await attempt()
     waited, pause = 0.0, UNKNOWN_KEY_FIRST_PAUSE
-    budget = ctx.didcomm.forward_unknown_key_wait_seconds
+    budget = services.didcomm.forward_unknown_key_wait_seconds
     while forwarded is None and waited < budget:
         pause = min(pause, budget - waited)
         await asyncio.sleep(pause)

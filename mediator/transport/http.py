@@ -15,12 +15,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mediator.protocols.context import ForwardTally, Session
 from mediator.transport.client_address import client_address
-from mediator.transport.inbound import Outgoing, Pipeline, answers_at
+from mediator.transport.inbound import Pipeline, answers_at
+from mediator.transport.outcome import Outgoing
 
 log = logging.getLogger(__name__)
 
 ENVELOPE_TYPES = ("application/didcomm-envelope-enc", "application/ssi-agent-wire")
-ACCEPTED_TYPES = (*ENVELOPE_TYPES, "application/json", "")
+# DIDComm v2's (Messaging 2.1 §IANA Media Types); its JSON serializations (no compact form).
+V2_TYPES = (
+    "application/didcomm-encrypted+json",
+    "application/didcomm-signed+json",
+    "application/didcomm-plain+json",
+)
+ACCEPTED_TYPES = (*ENVELOPE_TYPES, *V2_TYPES, "application/json", "")
 
 
 class DidcommHttp:
@@ -42,7 +49,7 @@ class DidcommHttp:
             if name == b"content-type":
                 media = value.decode("latin-1").split(";")[0].strip().lower()
         if media not in ACCEPTED_TYPES:
-            wanted = " or ".join(ENVELOPE_TYPES)
+            wanted = " or ".join((*ENVELOPE_TYPES, *V2_TYPES))
             await _error(send, 415, "unsupported-media-type", f"send {wanted}")
             return
         body = bytearray()
@@ -71,6 +78,9 @@ class DidcommHttp:
                 await extra.if_unsent()
         if not returned:
             await _send(send, 202, b"", None, _forward_headers(outcome.forward))
+            return
+        if outcome.v2:  # a v2 answer is always encrypted (transport/inbound_v2.py)
+            await _carry(send, returned[0], V2_TYPES[0])
             return
         await _carry(send, returned[0], media if media in ENVELOPE_TYPES else ENVELOPE_TYPES[0])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -20,6 +20,7 @@ from mediator.didcomm import envelope
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.message import Message
 from mediator.didcomm.problem import problem_report
+from mediator.didcomm.v2.message import is_v2
 from mediator.errors import (
     EnvelopeError,
     LimitExceeded,
@@ -30,27 +31,23 @@ from mediator.errors import (
     ReplicationShortfall,
 )
 from mediator.mediation.handshakes import COMPLETED, RESPONDED
-from mediator.mediation.store import Connection
 from mediator.ops.metrics import Metrics
 from mediator.protocols import HANDLERS, handler_for, is_anonymous
 from mediator.protocols.context import (
-    Callback,
     Context,
-    ForwardTally,
     Reply,
     Services,
     Session,
 )
 from mediator.settings import WebSocketSettings
 from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
+from mediator.transport.inbound_v2 import PipelineV2
+from mediator.transport.outcome import Outcome, Outgoing, Refusal
 from mediator.transport.socket_limits import AddressSockets
 
 log = logging.getLogger(__name__)
 
 
-# Families whose messages never start an implicit drain: the pickup protocols themselves, and
-# mediation set-up, which wallets that pick up explicitly also send with return_route "all".
-NOT_DRAINING = ("messagepickup", "queue", "coordinate-mediation")
 # A connection in the `responded` state completes with its first message of any other family.
 HANDSHAKES = ("didexchange", "connections")
 # Families whose handlers change what a connection's record says (state, handshake): a
@@ -66,45 +63,10 @@ def answers_at(scope: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    status: int
-    code: str
-    error: str
-    retry_after: int | None = None  # seconds, for a 429
+class V2:
+    """A DIDComm v2 message's JSON, for PipelineV2."""
 
-    def body(self) -> dict[str, str]:
-        return {"error": self.error, "code": self.code}
-
-
-@dataclass
-class Outgoing:
-    payload: bytes
-    after_sent: Callback | None = None
-    if_unsent: Callback | None = None
-
-
-@dataclass
-class Outcome:
-    returned: list[Outgoing] = field(default_factory=list)
-    refusal: Refusal | None = None
-    message: Message | None = None
-    connection: Connection | None = None
-    problem: bool = False  # answered with a problem-report
-    forward: ForwardTally | None = None  # a forward's: where it was queued
-
-    @property
-    def may_drain(self) -> bool:
-        """Implicit pickup: a return_route 'all' message (not a pickup or mediation one) from
-        a granted connection that has never fetched explicitly."""
-        c, m = self.connection, self.message
-        return (
-            c is not None
-            and m is not None
-            and c.granted
-            and not c.explicit_pickup
-            and m.return_route == "all"
-            and m.type.family not in NOT_DRAINING
-        )
+    data: dict[str, Any]
 
 
 class Pipeline:
@@ -119,6 +81,7 @@ class Pipeline:
         )
         self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
         self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
+        self.v2 = PipelineV2(services)
 
     def _known_key(self, kid: str) -> KeyPair | None:
         """The cluster's key, an imported routing or invitation key, or our key on a
@@ -199,6 +162,8 @@ class Pipeline:
         opened = await self._open(raw)
         if isinstance(opened, Refusal):
             return Outcome(refusal=opened)
+        if isinstance(opened, V2):
+            return await self.v2.handle(opened.data, session, capacity)
         data, sender, recipient = opened
         try:
             message = Message.parse(data, sender_verkey=sender, recipient_verkey=recipient)
@@ -266,11 +231,13 @@ class Pipeline:
         await limiter.take(limiter.handshakes, session.address)
         await limiter.check(limiter.connections, session.address)
 
-    async def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal:
+    async def _open(self, raw: bytes) -> tuple[Any, str | None, str | None] | Refusal | V2:
         try:
             data = orjson.loads(raw)
         except (ValueError, RecursionError):
             return Refusal(400, "invalid-json", "the body is not JSON")
+        if is_v2(data):
+            return V2(data)
         if isinstance(data, dict) and "protected" not in data:
             if not self.services.didcomm.allow_plaintext:
                 return Refusal(

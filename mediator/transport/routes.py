@@ -1,12 +1,18 @@
-"""The DIDComm routes: `POST /` and `GET /invitation` (the WebSocket at `/` is
-`websocket.DidcommSocket`, a middleware)."""
+"""The DIDComm routes: `POST /`, `GET /invitation` and `GET /v2/invitation` (the WebSocket
+at `/` is `websocket.DidcommSocket`, a middleware)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from mediator.didcomm.keys import KeyPair
+from mediator.didcomm.v2 import invitation as invitation_v2
+from mediator.didcomm.v2.dids import MediatorV2
+from mediator.settings import DidcommSettings
 from mediator.transport.http import post_only
 
 
@@ -21,7 +27,27 @@ async def get_invitation(request: Request) -> Response:
     return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
 
+async def get_v2_invitation(request: Request) -> Response:
+    """The Out-of-Band 2.0 invitation from the mediator's DIDComm v2 DID (the same on every
+    node), with its `_oob=` URL and the DID."""
+    services = request.app.state.didcomm.services
+    return JSONResponse(v2_invitation(services.identity, services.endpoints, services.didcomm))
+
+
+def v2_invitation(
+    identity: KeyPair, endpoints: tuple[str, ...], settings: DidcommSettings
+) -> dict[str, Any]:
+    did = MediatorV2(identity, endpoints).did
+    message = invitation_v2.invitation(did, settings.label)
+    return {
+        "invitation_url": invitation_v2.invitation_url(endpoints[0], message),
+        "invitation": message,
+        "did": did,
+    }
+
+
 routes: list[BaseRoute] = [
     Route("/", post_only, methods=["POST"]),
     Route("/invitation", get_invitation, methods=["GET"]),
+    Route("/v2/invitation", get_v2_invitation, methods=["GET"]),
 ]

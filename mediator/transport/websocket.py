@@ -33,12 +33,13 @@ from mediator.didcomm.message import DIDCOMM_ORG, new_id
 from mediator.engine.model import ReceivedMessage, ReceiveResult
 from mediator.errors import HoldLost
 from mediator.mediation.mailbox import queue_of
-from mediator.protocols.context import Session
+from mediator.protocols.context import DeliveryWriter, Session
 from mediator.protocols.pickup_common import b64
 from mediator.settings import WebSocketSettings
 from mediator.storage.clients import STORAGE_ERRORS
 from mediator.transport.client_address import client_address
-from mediator.transport.inbound import Outgoing, Pipeline, answers_at
+from mediator.transport.inbound import Pipeline, answers_at
+from mediator.transport.outcome import Outgoing
 from mediator.transport.socket_limits import FrameRate
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class WsSession(Session):
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._unacked: dict[str, set[str]] = {}
         self._keys: dict[str, KeyPair] = {}  # our key on an imported connection it delivers to
+        self._writers: dict[str, DeliveryWriter] = {}  # a v2 wallet's deliveries
         self._first_pickup: dict[str, int] = {}  # Redis time of the first pickup answer
         self._takeovers: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -79,17 +81,26 @@ class WsSession(Session):
     def is_live(self, connection: str) -> bool:
         return connection in self._live
 
-    async def start_live(self, connection: str, since_ms: int, ours: KeyPair | None = None) -> None:
+    async def start_live(
+        self,
+        connection: str,
+        since_ms: int,
+        ours: KeyPair | None = None,
+        writer: DeliveryWriter | None = None,
+    ) -> None:
         if connection in self._live or self.closed:
             return
         if ours is not None:
             self._keys[connection] = ours
+        if writer is not None:
+            self._writers[connection] = writer
         await self.presence.claim(connection, self.socket_id)
         self._live[connection] = asyncio.create_task(
             self._live_run(connection, since_ms), name=f"live:{connection}"
         )
 
     async def stop_live(self, connection: str) -> None:
+        self._writers.pop(connection, None)
         task = self._live.pop(connection, None)
         if task is not None:
             await tasks.stop(task)
@@ -217,6 +228,10 @@ class WsSession(Session):
 
     async def _send_delivery(self, connection: str, messages: list[ReceivedMessage]) -> None:
         self.offered(connection, [m.message_id for m in messages])
+        writer = self._writers.get(connection)
+        if writer is not None:
+            await self.carry(Outgoing(writer(messages)))
+            return
         delivery = {
             "@type": f"{DIDCOMM_ORG}messagepickup/2.0/delivery",
             "@id": new_id(),

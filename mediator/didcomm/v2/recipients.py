@@ -46,22 +46,31 @@ def route_ids_of_key(key: PublicKey) -> tuple[bytes, ...]:
     return (hashlib.sha256(key.crv.encode() + compressed).digest(),)
 
 
-def route_ids(name: str) -> tuple[bytes, ...]:
-    """The route ids `name` stands for, the one a registration stores first: an Ed25519
-    did:key's verkey; a key agreement key's ids (a DID URL names one key, a DID all of
-    its key agreement keys, in order). DidError when it cannot be read."""
+def key_route_ids(name: str) -> list[tuple[bytes, ...]]:
+    """For each key `name` stands for, its route ids (an X25519 key's two candidates, sign
+    0 first; one id for any other key): an Ed25519 did:key's verkey; a key agreement key's
+    ids (a DID URL names one key, a DID all of its key agreement keys, in order). DidError
+    when it cannot be read or names no key a message can be routed to."""
     doc = dids.resolve(name.split("#", 1)[0])
     if "#" in name:
         key = next((k for k in doc.agreement if name in k.ids), None)
         keys = [key] if key is not None else []
     else:
         keys = list(doc.agreement)
-    out: list[bytes] = []
+    out: list[tuple[bytes, ...]] = []
     for key in keys:
         if key.verifying is not None and key.verifying.alg == "EdDSA":
-            out.append(key.verifying.native.public_bytes_raw())  # an Ed25519 did:key
+            out.append((key.verifying.native.public_bytes_raw(),))  # an Ed25519 did:key
         elif key.agreement is not None:
-            out += route_ids_of_key(key.agreement)
+            ids = route_ids_of_key(key.agreement)
+            if ids:
+                out.append(ids)
     if not out:
         raise DidError(f"{name[:80]!r} names no key a message can be routed to")
-    return tuple(dict.fromkeys(out))
+    return out
+
+
+def route_ids(name: str) -> tuple[bytes, ...]:
+    """Every route id `name` stands for (key_route_ids, flattened), the one a
+    registration of its first key stores first."""
+    return tuple(dict.fromkeys(i for ids in key_route_ids(name) for i in ids))

@@ -1,0 +1,290 @@
+"""DIDComm v2 wallets on the same node, endpoint and queues as v1 ones (issue 27): the v2
+invitation, coordinate-mediation 2.0/3.0, routing 2.0 forwards, Pickup 3.0/4.0 over HTTP,
+a dual-stack wallet that gets v1 and v2 forwards in one mailbox, and bad v2 input refused
+with a clear answer. Against the app in process (conftest's dc_app), with the v2 wallet of
+tests/didcomm_v2_wallet.py."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from mediator.didcomm.keys import verkey_to_did_key
+from mediator.didcomm.v2 import dids
+from mediator.didcomm.v2.jwk import PrivateKey
+from mediator.didcomm.v2.unpack import pack, unpack
+from tests.didcomm_peer import Peer, forward, message
+from tests.didcomm_v2_wallet import (
+    ENCRYPTED,
+    WalletV2,
+    forward_of,
+    forward_v2,
+    mediator_did,
+    sealed_for,
+    v2,
+    x25519_did_key,
+)
+from tests.inprocess import AppNode, AsgiWebSocket
+
+
+@pytest.fixture
+async def mdid(dc_app: AppNode) -> str:
+    return await mediator_did(dc_app)
+
+
+def _b64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _delivered(wallet: WalletV2, delivery: dict) -> list[dict]:
+    """The messages a delivery carried, opened by the wallet (each a basic message)."""
+    return [wallet.open(_b64(a["data"]["base64"]))["body"]["content"]
+            for a in delivery["attachments"]]  # fmt: skip
+
+
+async def test_the_v2_invitation_names_the_mediators_did_with_both_endpoints(
+    dc_app: AppNode, mdid: str
+) -> None:
+    async with dc_app.client() as client:
+        answer = (await client.get("/v2/invitation")).json()
+    invitation = answer["invitation"]
+    assert invitation["type"] == "https://didcomm.org/out-of-band/2.0/invitation"
+    assert invitation["from"] == mdid and invitation["body"]["goal_code"] == "request-mediate"
+    assert answer["invitation_url"].startswith(dc_app.base + "?_oob=")
+    oob = orjson.loads(_b64(answer["invitation_url"].split("_oob=")[1]))
+    assert oob == invitation
+    doc = dids.resolve(mdid)
+    uris = [s.uri for s in doc.services]
+    assert uris[0] == dc_app.base and uris[1].startswith("ws")
+    assert [doc.kid(k) for k in doc.agreement] == [f"{mdid}#key-1"]
+
+
+async def test_mediation_keylist_forward_and_pickup_3(dc_app: AppNode, mdid: str) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    grant = await wallet.mediate()
+    assert grant["body"]["routing_did"] == mdid  # 2.0: one string (Identus reads it so)
+    assert grant["thid"] and grant["from"] == mdid and grant["to"] == [wallet.did]
+    again = await wallet.send(
+        "coordinate-mediation/2.0/keylist-update",
+        {"updates": [{"recipient_did": wallet.did, "action": "add"},
+                     {"recipient_did": "did:peer:2.nonsense", "action": "add"}]},
+    )  # fmt: skip
+    assert again is not None
+    assert [u["result"] for u in again["body"]["updated"]] == ["no_change", "client_error"]
+    listed = await wallet.send("coordinate-mediation/2.0/keylist-query", {})
+    assert listed is not None and listed["body"]["keys"] == [{"recipient_did": wallet.did}]
+
+    for n in range(2):
+        sent = await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {"n": n}))
+        assert sent.status_code == 202 and sent.headers["x-mediator-queued"] == "1"
+    status = await wallet.send("messagepickup/3.0/status-request")
+    assert status is not None and status["type"].endswith("messagepickup/3.0/status")
+    assert status["body"]["message_count"] == 2 and status["body"]["live_delivery"] is False
+    assert abs(status["body"]["newest_received_time"] - time.time()) < 60  # seconds in 3.0
+    delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 10})
+    assert delivery is not None and delivery["type"].endswith("/delivery")
+    assert _delivered(wallet, delivery) == [{"n": 0}, {"n": 1}]
+    ids = [a["id"] for a in delivery["attachments"]]
+    after = await wallet.send("messagepickup/3.0/messages-received", {"message_id_list": ids})
+    assert after is not None and after["body"]["message_count"] == 0
+    empty = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 10})
+    assert empty is not None and empty["type"].endswith("/status")  # 3.0: a status
+
+
+async def test_pickup_4_answers_an_empty_queue_with_an_empty_delivery_and_ms_times(
+    dc_app: AppNode, mdid: str
+) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.mediate()
+    empty = await wallet.send("message-pickup/4.0/delivery-request", {"message_count_limit": 5})
+    assert empty is not None and empty["type"] == "https://didcomm.org/message-pickup/4.0/delivery"
+    assert empty["attachments"] == []
+    await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {"v": 4}))
+    status = await wallet.send("message-pickup/4.0/status-request", {"recipient_did": wallet.did})
+    assert status is not None and status["body"]["message_count"] == 1
+    assert status["body"]["recipient_did"] == wallet.did
+    assert "longest_waited_seconds" not in status["body"]
+    assert abs(status["body"]["oldest_received_time"] - time.time() * 1000) < 60_000
+    got = await wallet.send("message-pickup/4.0/delivery-request", {"message_count_limit": 1})
+    assert got is not None and _delivered(wallet, got) == [{"v": 4}]
+
+
+async def test_coordinate_mediation_3_answers_routing_did_as_a_list(
+    dc_app: AppNode, mdid: str
+) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    grant = await wallet.send("coordinate-mediation/3.0/mediate-request")
+    assert grant is not None and grant["body"]["routing_did"] == [mdid]
+    update = await wallet.send(
+        "coordinate-mediation/3.0/recipient-update",
+        {"updates": [{"recipient_did": wallet.did, "action": "add"}]},
+    )
+    assert update is not None and update["type"].endswith("3.0/recipient-update-response")
+    query = await wallet.send("coordinate-mediation/3.0/recipient-query", {})
+    assert query is not None and query["body"]["dids"] == [{"recipient_did": wallet.did}]
+    removed = await wallet.send(
+        "coordinate-mediation/3.0/recipient-update",
+        {"updates": [{"recipient_did": wallet.did, "action": "remove"}]},
+    )
+    assert removed is not None and removed["body"]["updated"][0]["result"] == "success"
+    gone = await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {}))
+    assert gone.status_code == 404 and gone.json()["code"] == "unknown-recipient"
+
+
+async def test_an_answer_without_return_route_waits_in_the_queue(
+    dc_app: AppNode, mdid: str
+) -> None:
+    """Identus sends keylist-update without return_route and picks the answer up."""
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.send("coordinate-mediation/2.0/mediate-request")
+    update = {"updates": [{"recipient_did": wallet.did, "action": "add"}]}
+    assert await wallet.send("coordinate-mediation/2.0/keylist-update", update, route=False) is None
+    delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 5})
+    assert delivery is not None and len(delivery["attachments"]) == 1
+    answer = wallet.open(_b64(delivery["attachments"][0]["data"]["base64"]))
+    assert answer["type"].endswith("/keylist-update-response")
+    assert answer["body"]["updated"][0]["result"] == "success"
+
+
+async def test_a_dual_stack_wallet_gets_v1_and_v2_forwards_in_one_mailbox(
+    dc_app: AppNode, med: str, mdid: str
+) -> None:
+    """Its v1 connection key is its v2 DID's key; its recipient key is registered as a v1
+    verkey and again as an X25519 did:key: one recipient, one queue, either pickup."""
+    async with Peer(dc_app, med) as peer:
+        recipient = await peer.mediate()
+        wallet = WalletV2(dc_app, mdid, peer.keys)
+        twin = x25519_did_key(peer.recipient_keys[recipient])
+        grant = await wallet.send("coordinate-mediation/2.0/mediate-request")
+        assert grant is not None and grant["type"].endswith("/mediate-grant")
+        update = await wallet.send(
+            "coordinate-mediation/2.0/keylist-update",
+            {"updates": [{"recipient_did": twin, "action": "add"}]},
+        )
+        assert update is not None and update["body"]["updated"][0]["result"] == "no_change"
+        listed = await wallet.send("coordinate-mediation/2.0/keylist-query", {})
+        assert listed is not None
+        assert listed["body"]["keys"] == [{"recipient_did": twin}]  # as v2 last named it
+        v1_listed = await peer.send(message("coordinate-mediation/1.0/keylist-query"))
+        assert v1_listed is not None
+        assert v1_listed["keys"] == [{"recipient_key": verkey_to_did_key(recipient)}]
+
+        assert (await forward(dc_app, med, recipient, {"from": "v1"})).status_code == 202
+        inner = pack(v2("basicmessage/2.0/message", {"content": {"from": "v2"}}), twin)
+        assert (await forward_v2(dc_app, mdid, twin, inner)).status_code == 202
+        status = await peer.status()
+        assert status["message_count"] == 2  # Pickup 2.0 sees both
+        delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 10})
+        assert delivery is not None and len(delivery["attachments"]) == 2
+        first, second = (_b64(a["data"]["base64"]) for a in delivery["attachments"])
+        assert peer.open(first) == {"from": "v1"}  # the v1 envelope, as it was forwarded
+        twin_key = PrivateKey.from_x25519_bytes(peer.recipient_keys[recipient].x25519_secret)
+        opened = unpack(orjson.loads(second), lambda kid: twin_key).message
+        assert opened["body"]["content"] == {"from": "v2"}  # the v2 one, with its twin
+
+
+async def test_a_forward_that_expired_or_names_nobody_is_refused(
+    dc_app: AppNode, mdid: str
+) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.mediate()
+    inner = sealed_for(wallet.did, {})
+    async with dc_app.client() as client:
+        late = forward_of(mdid, wallet.did, inner, expires_time=int(time.time()) - 5)
+        expired = await client.post("/", content=late, headers=ENCRYPTED)
+        assert expired.status_code == 400 and expired.json()["code"] == "expired"
+        stranger = WalletV2(dc_app, mdid).did
+        nobody = await client.post(
+            "/", content=forward_of(mdid, stranger, inner), headers=ENCRYPTED
+        )
+        assert nobody.status_code == 404
+    status = await wallet.send("messagepickup/3.0/status-request")
+    assert status is not None and status["body"]["message_count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"protected":"eyJhbGciOiJFQ0RILUVTK0EyNTZLVyJ9","ciphertext":"x","iv":"x","tag":"x"}',
+         "unreadable-envelope"),
+        (b'{"id":"1","type":"https://didcomm.org/routing/2.0/forward","body":{}}',
+         "plaintext-refused"),
+    ],
+)  # fmt: skip
+async def test_unreadable_v2_input_gets_a_json_400(app_a: AppNode, body: bytes, code: str) -> None:
+    assert not app_a.settings.didcomm.allow_plaintext
+    async with app_a.client() as client:
+        response = await client.post("/", content=body, headers=ENCRYPTED)
+    assert response.status_code == 400 and response.json()["code"] == code
+
+
+async def test_pickup_before_mediation_and_live_mode_over_http_get_problem_reports(
+    dc_app: AppNode, mdid: str
+) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    refused = await wallet.send("messagepickup/3.0/status-request")
+    assert refused is not None and refused["type"].endswith("report-problem/2.0/problem-report")
+    assert refused["body"]["code"] == "e.p.msg.mediation-not-granted"
+    await wallet.mediate()
+    live = await wallet.send("message-pickup/4.0/live-delivery-change", {"live_delivery": True})
+    assert live is not None and live["type"].endswith("message-pickup/4.0/problem-report")
+    assert live["body"]["code"] == "e.m.live-mode-not-supported"
+
+
+async def test_trust_ping_and_discover_features(dc_app: AppNode, mdid: str) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    pong = await wallet.send("trust-ping/2.0/ping", {"response_requested": True})
+    assert pong is not None and pong["type"] == "https://didcomm.org/trust-ping/2.0/ping-response"
+    query = {"queries": [{"feature-type": "protocol", "match": "https://didcomm.org/message*"}]}
+    disclosed = await wallet.send("discover-features/2.0/queries", query)
+    assert disclosed is not None
+    ids = {d["id"] for d in disclosed["body"]["disclosures"]}
+    assert ids == {
+        "https://didcomm.org/messagepickup/3.0",
+        "https://didcomm.org/message-pickup/4.0",
+    }
+
+
+async def test_v1_keeps_working_beside_v2(dc_app: AppNode, med: str) -> None:
+    async with Peer(dc_app, med) as peer:
+        key = await peer.mediate()
+        await forward(dc_app, med, key, {"still": "v1"})
+        assert (await peer.status())["message_count"] == 1
+        reply = await peer.send(message("trust_ping/1.0/ping"))
+        assert reply is not None and reply["@type"].endswith("trust_ping/1.0/ping_response")
+
+
+async def _frame(socket: AsgiWebSocket, wallet: WalletV2) -> dict[str, Any]:
+    data = await asyncio.wait_for(socket.receive(), 10)
+    assert data is not None
+    return wallet.open(data)
+
+
+async def test_live_mode_over_a_websocket_delivers_and_waits_for_the_ack(
+    dc_app: AppNode, mdid: str
+) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.mediate()
+    socket = await dc_app.open_websocket()
+    try:
+        live = v2("messagepickup/3.0/live-delivery-change", {"live_delivery": True})
+        await socket.send(wallet.pack({**live, "return_route": "all"}).decode())
+        status = await _frame(socket, wallet)
+        assert status["type"].endswith("/status") and status["body"]["live_delivery"] is True
+        sent = await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {"live": 1}))
+        assert sent.status_code == 202
+        delivery = await _frame(socket, wallet)
+        assert delivery["type"] == "https://didcomm.org/messagepickup/3.0/delivery"
+        assert _delivered(wallet, delivery) == [{"live": 1}]
+        ids = [a["id"] for a in delivery["attachments"]]
+        ack = v2("messagepickup/3.0/messages-received", {"message_id_list": ids})
+        await socket.send(wallet.pack({**ack, "return_route": "all"}).decode())
+        after = await _frame(socket, wallet)
+        assert after["type"].endswith("/status") and after["body"]["message_count"] == 0
+    finally:
+        await socket.close()
