@@ -288,3 +288,17 @@ async def test_live_mode_over_a_websocket_delivers_and_waits_for_the_ack(
         assert after["type"].endswith("/status") and after["body"]["message_count"] == 0
     finally:
         await socket.close()
+
+
+async def test_a_sender_key_id_that_resolves_to_nothing_is_a_400(
+    dc_app: AppNode, mdid: str
+) -> None:
+    """Found by fuzzing: an authcrypt `skid` naming a DID no method here resolves."""
+    wallet = WalletV2(dc_app, mdid)
+    sealed = orjson.loads(wallet.pack(v2("trust-ping/2.0/ping")))
+    header = orjson.loads(_b64(sealed["protected"]))
+    header["skid"] = "did:web:nowhere.example#key-1"
+    sealed["protected"] = base64.urlsafe_b64encode(orjson.dumps(header)).rstrip(b"=").decode()
+    response = await wallet.post(orjson.dumps(sealed))
+    assert response.status_code == 400 and response.json()["code"] == "unreadable-envelope"
+    assert "did:web:nowhere.example" in response.json()["error"]

@@ -51,7 +51,7 @@ class PipelineV2:
     async def handle(self, data: dict[str, Any], session: Session, capacity: int | None) -> Outcome:
         try:
             received = unpack(data, self._ours, (self.mediator.did,))
-        except EnvelopeError as exc:
+        except (EnvelopeError, DidError) as exc:
             return Outcome(refusal=Refusal(400, "unreadable-envelope", str(exc)), v2=True)
         if not received.layers and not self.services.didcomm.allow_plaintext:
             return Outcome(
