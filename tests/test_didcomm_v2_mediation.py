@@ -18,6 +18,8 @@ from mediator.didcomm.keys import verkey_to_did_key
 from mediator.didcomm.v2 import dids
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack, unpack
+from mediator.engine import keys
+from mediator.storage.clients import RedisClient
 from tests.didcomm_peer import Peer, forward, message
 from tests.didcomm_v2_wallet import (
     ENCRYPTED,
@@ -302,3 +304,19 @@ async def test_a_sender_key_id_that_resolves_to_nothing_is_a_400(
     response = await wallet.post(orjson.dumps(sealed))
     assert response.status_code == 400 and response.json()["code"] == "unreadable-envelope"
     assert "did:web:nowhere.example" in response.json()["error"]
+
+
+async def test_a_v1_connection_granted_through_v2_is_kept_for_good(
+    dc_app: AppNode, med: str, mdid: str, redis_client: RedisClient
+) -> None:
+    """A connection made by a handshake expires unless granted; granted by a v2
+    mediate-request (the dual-stack wallet that never asked v1), it is kept like a v1 grant."""
+    async with Peer(dc_app, med) as peer:
+        record = keys.connection_keys(peer.keys.verkey_b58).record
+        assert await redis_client.ttl(record) > 0  # the handshake's record, pending
+        wallet = WalletV2(dc_app, mdid, peer.keys)
+        grant = await wallet.send("coordinate-mediation/2.0/mediate-request")
+        assert grant is not None and grant["type"].endswith("/mediate-grant")
+        assert await redis_client.ttl(record) == -1
+        pong = await peer.send(message("trust_ping/1.0/ping"))  # its v1 side still opens
+        assert pong is not None and pong["@type"].endswith("ping_response")

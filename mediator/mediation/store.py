@@ -158,11 +158,14 @@ class MediationStore:
 
     async def open_v2(self, connection: str) -> None:
         """The record of a DIDComm v2 wallet, named by its route id (mediator/mediation/
-        wallets_v2.py): no handshake made it, so it is written completed at its grant."""
-        await self.redis.hset(
-            keys.connection_keys(connection).record,
-            mapping={rec.HANDSHAKE: rec.CODES[rec.COMPLETED], rec.PROTOCOL: rec.DIDCOMM_V2},
-        )
+        wallets_v2.py), at its grant: no handshake made it, so it is written completed,
+        and kept for good like any granted connection."""
+        record = keys.connection_keys(connection).record
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hsetnx(record, rec.HANDSHAKE, rec.CODES[rec.COMPLETED])
+        pipe.hsetnx(record, rec.PROTOCOL, rec.DIDCOMM_V2)
+        pipe.persist(record)
+        await pipe.execute()
 
     async def names(self, connection: str) -> list[tuple[str, str]]:
         """A connection's registered keys, base58, each with the name a v2 wallet gave it
