@@ -301,7 +301,10 @@ async def test_metrics_count_didcomm_messages(dc_app: AppNode, med: str) -> None
         key = await peer.mediate()
         await forward(dc_app, med, key, {"m": 1})
         text = (await peer.web.get("/metrics")).text
-    assert 'mediator_didcomm_messages_total{outcome="ok",type="routing/1/forward"}' in text
+    assert (
+        'mediator_didcomm_messages_total{didcomm="v1",outcome="ok",type="routing/1/forward"}'
+        in text
+    )
     assert "mediator_websockets 1.0" in text
 
 

@@ -320,3 +320,16 @@ async def test_a_v1_connection_granted_through_v2_is_kept_for_good(
         assert await redis_client.ttl(record) == -1
         pong = await peer.send(message("trust_ping/1.0/ping"))  # its v1 side still opens
         assert pong is not None and pong["@type"].endswith("ping_response")
+
+
+async def test_metrics_count_v2_messages_apart(dc_app: AppNode, mdid: str) -> None:
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.mediate()
+    await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {}))
+    async with dc_app.client() as client:
+        text = (await client.get("/metrics")).text
+    for series in (
+        '{didcomm="v2",outcome="ok",type="routing/2/forward"}',
+        '{didcomm="v2",outcome="ok",type="coordinate-mediation/2/mediate-request"}',
+    ):
+        assert "mediator_didcomm_messages_total" + series in text

@@ -125,9 +125,9 @@ class Metrics:
         )
         self.didcomm_messages = Counter(
             "mediator_didcomm_messages",
-            "DIDComm messages received, by protocol message (family/major/name, or 'other') "
-            "and outcome (ok, problem_report, refused).",
-            ["type", "outcome"],
+            "DIDComm messages received, by protocol message (family/major/name, or 'other'), "
+            "outcome (ok, problem_report, refused) and DIDComm version (v1, v2).",
+            ["type", "outcome", "didcomm"],
             registry=r,
         )
         self.delivered = Counter(

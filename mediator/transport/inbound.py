@@ -18,7 +18,7 @@ from redis.exceptions import OutOfMemoryError
 
 from mediator.didcomm import envelope
 from mediator.didcomm.keys import KeyPair
-from mediator.didcomm.message import Message
+from mediator.didcomm.message import Message, MessageType
 from mediator.didcomm.problem import problem_report
 from mediator.didcomm.v2.message import is_v2
 from mediator.errors import (
@@ -39,6 +39,7 @@ from mediator.protocols.context import (
     Services,
     Session,
 )
+from mediator.protocols.v2 import HANDLERS as V2_HANDLERS
 from mediator.settings import WebSocketSettings
 from mediator.storage.clients import STORAGE_ERRORS, STORAGE_FULL
 from mediator.transport.inbound_v2 import PipelineV2
@@ -79,7 +80,7 @@ class Pipeline:
         self.sockets = AddressSockets(
             websocket.sockets_per_address, services.limiter.exempt_networks
         )
-        self._counters: dict[tuple[tuple[str, int, str], str], Any] = {}
+        self._counters: dict[tuple[tuple[str, int, str], str, str], Any] = {}
         self._ours: dict[str, KeyPair] = {}  # our per-connection keys met so far
         self.v2 = PipelineV2(services)
 
@@ -143,19 +144,24 @@ class Pipeline:
 
     def _count(self, outcome: Outcome) -> None:
         assert self.metrics is not None
-        mtype = outcome.message.type if outcome.message is not None else None
+        if outcome.message is not None:
+            mtype: MessageType | None = outcome.message.type
+        else:
+            mtype = outcome.v2_type
         name = ("", 0, "") if mtype is None else (mtype.family, mtype.major, mtype.name)
         result = "ok"
         if outcome.refusal is not None:
             result = "refused"
         elif outcome.problem:
             result = "problem_report"
-        counter = self._counters.get((name, result))
+        version = "v2" if outcome.v2 else "v1"
+        counter = self._counters.get((name, result, version))
         if counter is None:
-            label = f"{name[0]}/{name[1]}/{name[2]}" if name in HANDLERS else "other"
-            counter = self.metrics.didcomm_messages.labels(label, result)
-            if name in HANDLERS:  # a bounded set of label children, looked up once
-                self._counters[(name, result)] = counter
+            known = name in (V2_HANDLERS if outcome.v2 else HANDLERS)
+            label = f"{name[0]}/{name[1]}/{name[2]}" if known else "other"
+            counter = self.metrics.didcomm_messages.labels(label, result, version)
+            if known:  # a bounded set of label children, looked up once
+                self._counters[(name, result, version)] = counter
         counter.inc()
 
     async def _handle(self, raw: bytes, session: Session, capacity: int | None) -> Outcome:

@@ -71,6 +71,7 @@ class PipelineV2:
                     400, "authcrypt-required", f"{message.type} must be authcrypted by its sender"
                 ),
                 v2=True,
+                v2_type=message.type,
             )
         connection = None
         if sender is not None and message.type.family != "routing":
@@ -86,7 +87,7 @@ class PipelineV2:
             connection,
             pack=lambda reply: self._pack(reply, message),
         )
-        outcome = Outcome(connection=connection, v2=True)
+        outcome = Outcome(connection=connection, v2=True, v2_type=message.type)
         if message.type.family == "routing":
             outcome.forward = ctx.forward
         try:

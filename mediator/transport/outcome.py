@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mediator.didcomm.message import Message
+from mediator.didcomm.message import Message, MessageType
 from mediator.mediation.store import Connection
 from mediator.protocols.context import Callback, ForwardTally
 
@@ -41,6 +41,7 @@ class Outcome:
     problem: bool = False  # answered with a problem-report
     forward: ForwardTally | None = None  # a forward's: where it was queued
     v2: bool = False  # a DIDComm v2 message: its replies are v2's (media type, packing)
+    v2_type: MessageType | None = None  # a v2 message's type, once read
 
     @property
     def may_drain(self) -> bool:
