@@ -22,7 +22,7 @@ async def test_fuzz_short(redis_url: str) -> None:
     )
     tally = report.tally
     print(report.summary())
-    for layer in ("bytes", "json", "envelope", "plaintext", "handshake", "order"):
+    for layer in ("bytes", "json", "envelope", "plaintext", "handshake", "order", "v2"):
         assert tally.inputs[layer] > 0, f"no {layer} input was sent"
     assert tally.sent >= 6_000
     assert tally.server_errors == 0, report.summary()

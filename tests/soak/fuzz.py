@@ -48,6 +48,7 @@ from tests.soak.fuzz_inputs import (
     json_shape,
     raw_bytes,
 )
+from tests.soak.fuzz_v2 import V2Mutator, WalletKeys, mediated_wallet
 from tests.soak.fuzz_watch import LogWatch, RssSeries
 from tests.soak.history import History, Verdict
 
@@ -264,8 +265,9 @@ def mix(rng: random.Random, parts: list[tuple[str, float, Callable[[], bytes]]])
     return gen
 
 
-def raw_mix(rng: random.Random, sample: bytes, mediator: str) -> Gen:
-    """Bytes, JSON shapes, mutated envelopes and handshakes: no connection needed."""
+def raw_mix(rng: random.Random, sample: bytes, mediator: str, v2: tuple[str, WalletKeys]) -> Gen:
+    """Bytes, JSON shapes, mutated envelopes and handshakes, and DIDComm v2 messages of every
+    layer (from `v2`: the mediator's v2 DID and a mediated v2 wallet)."""
     r1, r2 = random.Random(rng.random()), random.Random(rng.random())
     return mix(
         rng,
@@ -278,6 +280,7 @@ def raw_mix(rng: random.Random, sample: bytes, mediator: str) -> Gen:
                 EnvelopeMutator(random.Random(rng.random()), mediator, KeyPair.generate()),
             ),
             ("handshake", 2, HandshakeMutator(random.Random(rng.random()), mediator)),
+            ("v2", 3, V2Mutator(random.Random(rng.random()), *v2)),
         ],
     )
 
@@ -455,7 +458,10 @@ async def _fuzz(
 
         rng = random.Random(seed)
         sample = (await fuzz_agent(a))[0].pack({"@type": "x", "@id": "12345678"})
-        raw_gens = [raw_mix(random.Random(rng.random()), sample, mediator) for _ in range(workers)]
+        v2 = await mediated_wallet(a)
+        raw_gens = [
+            raw_mix(random.Random(rng.random()), sample, mediator, v2) for _ in range(workers)
+        ]
         plain_gens = [
             plain_mix(random.Random(rng.random()), agent, key, other_ids) for agent, key in agents
         ]
