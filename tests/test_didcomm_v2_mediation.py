@@ -43,10 +43,14 @@ def _b64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _delivered(wallet: WalletV2, delivery: dict) -> list[dict]:
+def _carried(attachment: dict[str, Any]) -> bytes:
+    """What a delivered attachment holds: its JSON (what the mediator writes)."""
+    return orjson.dumps(attachment["data"]["json"])
+
+
+def _delivered(wallet: WalletV2, delivery: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages a delivery carried, opened by the wallet (each a basic message)."""
-    return [wallet.open(_b64(a["data"]["base64"]))["body"]["content"]
-            for a in delivery["attachments"]]  # fmt: skip
+    return [wallet.open(_carried(a))["body"]["content"] for a in delivery["attachments"]]
 
 
 async def test_the_v2_invitation_names_the_mediators_did_with_both_endpoints(
@@ -148,7 +152,7 @@ async def test_an_answer_without_return_route_waits_in_the_queue(
     assert await wallet.send("coordinate-mediation/2.0/keylist-update", update, route=False) is None
     delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 5})
     assert delivery is not None and len(delivery["attachments"]) == 1
-    answer = wallet.open(_b64(delivery["attachments"][0]["data"]["base64"]))
+    answer = wallet.open(_carried(delivery["attachments"][0]))
     assert answer["type"].endswith("/keylist-update-response")
     assert answer["body"]["updated"][0]["result"] == "success"
 
@@ -183,7 +187,7 @@ async def test_a_dual_stack_wallet_gets_v1_and_v2_forwards_in_one_mailbox(
         assert status["message_count"] == 2  # Pickup 2.0 sees both
         delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 10})
         assert delivery is not None and len(delivery["attachments"]) == 2
-        first, second = (_b64(a["data"]["base64"]) for a in delivery["attachments"])
+        first, second = (_carried(a) for a in delivery["attachments"])
         assert peer.open(first) == {"from": "v1"}  # the v1 envelope, as it was forwarded
         twin_key = PrivateKey.from_x25519_bytes(peer.recipient_keys[recipient].x25519_secret)
         opened = unpack(orjson.loads(second), lambda kid: twin_key).message

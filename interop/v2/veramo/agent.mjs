@@ -20,7 +20,7 @@
 //   {"op":"send","to":"did:...","content":"text", "packing":"authcrypt"|"anoncrypt"}
 //   {"op":"pickup", "max_rounds":10, "normalise":true}
 //   {"op":"query"}   recipient-query (3.0), with return_route "all" added
-//   {"op":"stop"}
+//   {"op":"stop"}   (closing stdin also ends it; so does VERAMO_AGENT_MAX_SECONDS, default 115)
 // Every answer is {"ok":true|false, "op":..., ...}; a request's "id" is echoed.
 import readline from 'node:readline'
 import { createAgent } from '@veramo/core'
@@ -73,12 +73,15 @@ const recorder = {
   },
 }
 
+// DIDs here are long (ours embeds the mediator's); answers abbreviate those inside envelopes.
+const short = (v) => (typeof v === 'string' && v.length > 64 ? `${v.slice(0, 40)}…${v.includes('#') ? v.slice(v.lastIndexOf('#')) : ''}` : v)
+
 function header(jwe) {
   try {
     const j = typeof jwe === 'string' ? JSON.parse(jwe) : jwe
     if (!j.protected) return { typ: j.typ, type: j.type }
     const h = JSON.parse(Buffer.from(j.protected, 'base64url').toString())
-    return { alg: h.alg, enc: h.enc, skid: h.skid, kids: (j.recipients || []).map((r) => r.header?.kid) }
+    return { alg: h.alg, enc: h.enc, skid: short(h.skid), kids: (j.recipients || []).map((r) => short(r.header?.kid)) }
   } catch (e) {
     return { unparsable: String(e) }
   }
@@ -126,13 +129,15 @@ const state = { did: null, mediator: null }
 
 function summary(m) {
   if (!m) return null
-  return { type: m.type ?? null, id: m.id ?? null, thid: m.threadId ?? null, from: m.from ?? null, body: m.data ?? null, attachments: m.attachments?.length ?? 0 }
+  return { type: m.type ?? null, id: m.id ?? null, thid: m.threadId ?? null, from: short(m.from ?? null), body: m.data ?? null, attachments: m.attachments?.length ?? 0 }
 }
 
 /** Pack (authcrypt) a message Veramo built, send it the way Veramo sends, and hand back what came back. */
 async function sendVeramo(message, recipientDidUrl, packing = 'authcrypt') {
   const postsBefore = seen.posts.length
   const packedMessage = await agent.packDIDCommMessage({ packing, message })
+  // Read now: with routingKeys Veramo overwrites packedMessage.message with the forward it wrapped.
+  const envelope = header(packedMessage.message)
   let res
   try {
     res = await agent.sendDIDCommMessage({ packedMessage, messageId: message.id, recipientDidUrl })
@@ -142,7 +147,7 @@ async function sendVeramo(message, recipientDidUrl, packing = 'authcrypt') {
     err.posts = seen.posts.slice(postsBefore)
     throw err
   }
-  return { res, reply: res?.returnMessage ?? null, posts: seen.posts.slice(postsBefore), envelope: header(packedMessage.message) }
+  return { res, reply: res?.returnMessage ?? null, posts: seen.posts.slice(postsBefore), envelope }
 }
 
 async function opStart(req) {
@@ -291,8 +296,6 @@ async function opPickup(req) {
     const d = await sendVeramo(dr, state.mediator)
     const reply = d.reply
     const round = { answer: summary(reply), attachment_data: (reply?.attachments || []).map((a) => Object.keys(a?.data || {})) }
-    // Did Veramo's own handler open them and acknowledge? (it posts messages-received itself)
-    const acked = () => seen.received.slice(recvIdx).some((x) => x.message.type?.endsWith('/messages-received')) || seen.posts.slice(postsIdx).length > 1
     if (reply?.type?.endsWith('/delivery')) {
       round.veramo_opened = seen.received.length - recvIdx - 1 // minus the delivery itself
       if (deliveryNeedsNormalising(reply)) {
@@ -318,6 +321,10 @@ async function opPickup(req) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A forgotten agent must not outlive its test: exit after VERAMO_AGENT_MAX_SECONDS (default 115).
+const maxSeconds = Number(process.env.VERAMO_AGENT_MAX_SECONDS ?? 115)
+setTimeout(() => { log(`exiting: alive for ${maxSeconds} s`); process.exit(3) }, maxSeconds * 1000).unref()
+
 const ops = { start: opStart, send: opSend, pickup: opPickup, query: async () => opQuery() }
 const rl = readline.createInterface({ input: process.stdin, terminal: false })
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n')

@@ -1,6 +1,6 @@
 """Pickup 3.0 (`messagepickup/3.0`) and 4.0 (`message-pickup/4.0`) for DIDComm v2 wallets,
 on the same mailboxes as Pickup 2.0: whatever was forwarded to the wallet's keys, v1
-envelopes and v2 messages alike, is delivered as an attachment (base64url of its bytes).
+envelopes and v2 messages alike, is delivered as an attachment (its JSON as `data.json`).
 
 3.0 answers an empty delivery-request with a status and writes times in seconds; 4.0 with
 an empty delivery, times in milliseconds, and no longest_waited_seconds. In live mode (a
@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import uuid
 from typing import Any
+
+import orjson
 
 from mediator.didcomm.v2 import problem as problems
 from mediator.engine.model import ReceivedMessage
@@ -86,7 +88,17 @@ async def status_request(ctx: ContextV2) -> None:
 
 
 def attachments(messages: list[ReceivedMessage]) -> list[dict[str, Any]]:
-    return [{"id": m.message_id, "data": {"base64": b64url(m.body)}} for m in messages]
+    """Each message as `data.json` (Veramo reads nothing else; Identus reads either), or
+    as `data.base64` when its bytes are no JSON object (never, for what forwards queue)."""
+    out = []
+    for m in messages:
+        try:
+            value = orjson.loads(m.body)
+        except orjson.JSONDecodeError:
+            value = None
+        data = {"json": value} if isinstance(value, dict) else {"base64": b64url(m.body)}
+        out.append({"id": m.message_id, "data": data})
+    return out
 
 
 async def delivery_request(ctx: ContextV2) -> None:
