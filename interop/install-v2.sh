@@ -6,8 +6,8 @@
 #   interop/install-v2.sh veramo|identus
 #
 # No install scripts are run (--ignore-scripts: neither tree has native code; Identus ships
-# its Rust parts as wasm). The drivers (interop/v2/<lib>/agent.mjs) stay in the repository
-# and load the packages from the folder given as V2_HOME. Prints progress on stderr and the
+# its Rust parts as wasm). The drivers (interop/v2/<lib>/agent.mjs) stay in the repository;
+# interop/v2/<lib>/node_modules is linked to the install. Prints progress on stderr and the
 # install folder as the last line of stdout.
 set -euo pipefail
 
@@ -38,5 +38,10 @@ if [ ! -f "$dest/.installed" ]; then
   mv "$dest.tmp" "$dest"
   touch "$dest/.installed"
   echo "install-v2: $lib installed in $(($(date +%s) - started)) s" >&2
+fi
+# The drivers import the packages by name, so node looks beside them: the install folder's
+# node_modules is linked there (a folder a developer installed there by hand is kept).
+if [ ! -e "$here/node_modules" ] || [ -L "$here/node_modules" ]; then
+  ln -sfn "$dest/node_modules" "$here/node_modules"
 fi
 echo "$dest"

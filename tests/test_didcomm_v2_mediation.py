@@ -337,3 +337,31 @@ async def test_metrics_count_v2_messages_apart(dc_app: AppNode, mdid: str) -> No
         '{didcomm="v2",outcome="ok",type="coordinate-mediation/2/mediate-request"}',
     ):
         assert "mediator_didcomm_messages_total" + series in text
+
+
+@pytest.mark.parametrize("version", ["messagepickup/3.0", "message-pickup/4.0"])
+async def test_live_mode_3_delivers_the_backlog_4_leaves_it_to_requests(
+    dc_app: AppNode, mdid: str, version: str
+) -> None:
+    """Identus turns 3.0's live mode on and never asks for the queue: 3.0 delivers what
+    waited; 4.0 says queued messages MUST still be requested."""
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.mediate()
+    await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {"waited": 1}))
+    socket = await dc_app.open_websocket()
+    try:
+        live = v2(f"{version}/live-delivery-change", {"live_delivery": True})
+        await socket.send(wallet.pack({**live, "return_route": "all"}).decode())
+        status = await _frame(socket, wallet)
+        assert status["body"]["live_delivery"] is True and status["body"]["message_count"] == 1
+        if version.startswith("messagepickup"):
+            delivery = await _frame(socket, wallet)
+            assert _delivered(wallet, delivery) == [{"waited": 1}]
+        else:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(socket.receive(), 0.3)
+            await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {"new": 1}))
+            delivery = await _frame(socket, wallet)
+            assert _delivered(wallet, delivery) == [{"new": 1}]
+    finally:
+        await socket.close()

@@ -108,6 +108,13 @@ class PipelineV2:
             self._problem(ctx, exc)
             outcome.problem = True
         await self._route(ctx, outcome, capacity)
+        log.debug(
+            "v2 %s from %s: %s, %d returned",
+            message.type,
+            "an anonymous sender" if sender is None else sender[:48],
+            "problem-report" if outcome.problem else "ok",
+            len(outcome.returned),
+        )
         return outcome
 
     def _refused_early(

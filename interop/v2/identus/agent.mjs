@@ -18,6 +18,9 @@
 //   {"op":"received"} -> {"ok":true,"messages":[{"id","content","from","to","thid","created_time"}]}
 //   {"op":"wait","count":1,"timeout_ms":30000} -> like "received", plus "timed_out":bool
 //   {"op":"status"} -> {"ok":true, mediation state, live, socket state, every DIDComm type received}
+//   {"op":"fetch","live":true|false,"poll_ms":N} / {"op":"fetch","off":true} -> {"ok":true, ...status}
+//       (re)start fetching in that mode; with "fetch":false on start, the agent is mediated and
+//       routed but offline until this op (messages wait in its mailbox meanwhile).
 //   {"op":"new_did"} -> {"ok":true,"did":...}  (another routed DID, keylist-update again)
 //   {"op":"stop"} -> {"ok":true} then the process exits (so does end of stdin).
 //
@@ -148,7 +151,8 @@ function traceMercury(mercury) {
     try {
       const m = await unpack(s)
       trace('unpack', { piuri: m.piuri, id: m.id, thid: m.thid, from: short(m.from?.toString()), body: m.body,
-        attachments: m.attachments?.length })
+        attachments: m.attachments?.length,
+        ...(m.attachments?.length ? { attachment_data: m.attachments.map((a) => Object.keys(a.data ?? {}).join('+')) } : {}) })
       return m
     } catch (e) {
       trace('unpack.error', { error: String(e?.message ?? e), input: String(typeof s === 'string' ? s : JSON.stringify(s)).slice(0, 200) })
@@ -190,12 +194,13 @@ async function start(req) {
   agent.addListener('message', onMessages)
   trace('start', { live, ws: wsImpl, mediator: short(mediatorDID) })
   const t = Date.now()
-  if (req.poll_ms && !live) {
-    // Agent.start() polls with the SDK default (5 s); start the fetch job ourselves for another period.
-    const origFetch = agent.startFetchingMessages.bind(agent)
-    agent.startFetchingMessages = () => origFetch(Number(req.poll_ms))
-  }
+  // Agent.start() ends with startFetchingMessages() (polling every 5 s, or live mode).
+  // "poll_ms" changes the period; "fetch": false skips it (an offline wallet; see op "fetch").
+  const origFetch = agent.startFetchingMessages.bind(agent)
+  agent.startFetchingMessages = (period) =>
+    req.fetch === false ? Promise.resolve() : origFetch(req.poll_ms ? Number(req.poll_ms) : period)
   await agent.start()
+  agent.startFetchingMessages = origFetch
   const info = mediatorInfo()
   trace('started', { ms: Date.now() - t, ...info })
   if (info.mediation !== 'GRANTED') {
@@ -248,6 +253,19 @@ const ops = {
     const d = await agent.createNewPeerDID([], true)
     routedDIDs.push(d)
     return { did: d.toString() }
+  },
+  // Stop whatever fetching runs (poll job, live socket) and start again in the given mode:
+  // {"op":"fetch","live":true} / {"op":"fetch","live":false,"poll_ms":2000} / {"op":"fetch","off":true}
+  fetch: async (req) => {
+    if (!agent) throw new Error('not started')
+    agent.stopFetchingMessages()
+    const med = agent.connections.mediator
+    if (med?.socket) { med.socket.close(); med.socket = undefined }
+    if (!req.off) {
+      agent.options.experiments = { ...(agent.options.experiments ?? {}), liveMode: req.live !== false }
+      await agent.startFetchingMessages(req.poll_ms ? Number(req.poll_ms) : undefined)
+    }
+    return mediatorInfo()
   },
   stop: async () => { await stop(); return {} },
 }

@@ -5,7 +5,8 @@ envelopes and v2 messages alike, is delivered as an attachment (its JSON as `dat
 3.0 answers an empty delivery-request with a status and writes times in seconds; 4.0 with
 an empty delivery, times in milliseconds, and no longest_waited_seconds. In live mode (a
 WebSocket only) both deliver in `delivery` messages that wait for messages-received, as 4.0
-requires and 3.0 allows: a live message never leaves the queue unacknowledged.
+requires and 3.0 allows: a live message never leaves the queue unacknowledged. 3.0's live
+mode also delivers what was queued before it (4.0's leaves that to delivery-requests).
 """
 
 from __future__ import annotations
@@ -172,9 +173,11 @@ async def live_delivery_change(ctx: ContextV2) -> None:
         await _status(ctx, connection.verkey, None)
         return
     status = await ctx.services.mailbox.status(connection.verkey)
-    # As Pickup 2.0's live mode (mediator/protocols/pickup_v2.py): what arrives from now
-    # on, or since this socket's first pickup answer, once the status is sent.
-    since = session.live_since(connection.verkey, status.now_ms)
+    # 4.0 as Pickup 2.0's live mode (mediator/protocols/pickup_v2.py): what arrives from
+    # now on, or since this socket's first pickup answer ("messages already in the queue
+    # MUST still be requested"). 3.0 delivers what is queued too: Identus, its wallet,
+    # turns live mode on and never asks for the queue, which would otherwise wait forever.
+    since = session.live_since(connection.verkey, status.now_ms) if _v4(ctx) else 0
     writer = delivery_writer(ctx)
 
     async def go_live() -> None:
