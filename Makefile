@@ -84,14 +84,16 @@ topologies: install-spark
 	MEDIATOR_TEST_TOPOLOGY=cluster MEDIATOR_WAIT_FSYNC=true $(PYTEST) -m "engine or topology"
 
 # The real wallets the interop tests drive (tests/interop): Credo 0.5.19, 0.6.3 and 0.7.0 in
-# Node.js and ACA-Py in a Python 3.13 environment, installed once into
-# ~/.cache/mediator-interop and kept there. The tests install them themselves when missing;
-# this target only warms the cache up front.
+# Node.js, ACA-Py in a Python 3.13 environment, and the DIDComm v2 wallets Veramo 7 and the
+# Identus SDK 7 in Node.js, installed once into ~/.cache/mediator-interop and kept there.
+# The tests install them themselves when missing; this target only warms the cache up front.
 interop-install:
 	interop/install-credo.sh
 	interop/install-credo.sh 0.6.3
 	interop/install-credo.sh 0.7.0
 	interop/install-acapy.sh
+	interop/install-v2.sh veramo
+	interop/install-v2.sh identus
 
 interop: install-spark interop-install
 	$(PYTEST) -m interop

@@ -35,7 +35,6 @@ class V2Agent:
         self._stderr: IO[bytes] | None = None
         self._log: Path | None = None
         self._lock = asyncio.Lock()
-        self._next = 0
 
     async def __aenter__(self) -> V2Agent:
         installed("v2", self.lib)
@@ -73,8 +72,7 @@ class V2Agent:
         if proc is None or proc.stdin is None or proc.stdout is None:
             raise V2AgentError(f"{self.name} is not running")
         async with self._lock:  # one request at a time: answers come in order
-            self._next += 1
-            line = json.dumps({"id": self._next, "op": op, **fields}).encode() + b"\n"
+            line = json.dumps({"op": op, **fields}).encode() + b"\n"
             proc.stdin.write(line)
             await proc.stdin.drain()
             try:
@@ -86,8 +84,8 @@ class V2Agent:
                         answer = json.loads(raw)
                     except ValueError:
                         continue
-                    if answer.get("id") in (None, self._next):
-                        break
+                    if isinstance(answer, dict) and "ok" in answer:
+                        break  # answers come in order, one a request
             except TimeoutError as exc:
                 raise V2AgentError(
                     f"{self.name}: {op} took over {timeout} s\n{self.log_tail()}"
