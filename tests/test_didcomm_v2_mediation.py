@@ -33,6 +33,8 @@ from tests.didcomm_v2_wallet import (
 )
 from tests.inprocess import AppNode, AsgiWebSocket
 
+pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
+
 
 @pytest.fixture
 async def mdid(dc_app: AppNode) -> str:
