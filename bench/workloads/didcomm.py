@@ -6,6 +6,9 @@ interleaved anchor/subject blocks after a warm-up. Workloads:
 
   forward   POST / with an anoncrypted routing/1.0 forward of a 1 KiB message for a
             registered recipient key (answered 202)          ratio to anchor       >= 0.5
+  forward-v2  POST / with a DIDComm v2 routing/2.0 forward (anoncrypt X25519, A256CBC-HS512)
+            of a 1 KiB message for a mediated v2 wallet's DID, in blocks alternating with
+            the v1 forward above                              ratio to v1 forward   >= 0.8
   forward-device  the same for recipients that registered a phone (push-notifications-fcm,
             the nodes notifying through a webhook to the anchor app): each forward also
             marks the connection and schedules its notification  ratio to anchor >= 0.5
@@ -71,12 +74,14 @@ from bench.harness.run import guarded, run_main
 from bench.harness.servers import Servers
 from bench.support.live import ENVELOPE
 from bench.support.recipients import Recipients
+from bench.support.wallets_v2 import WalletsV2
 from bench.workloads.didcomm_cluster import RATE_LIMIT_S, ClusterWorkloads
 from mediator.client import Recipient, Sender, message
 from mediator.errors import EnvelopeError
 
 WORKLOADS = (
     "forward",
+    "forward-v2",
     "forward-device",
     "forward-nodes",
     "pickup",
@@ -86,6 +91,7 @@ WORKLOADS = (
 )
 GOALS = {
     "forward": Goal(">=", 0.5),
+    "forward-v2": Goal(">=", 0.8),
     "forward-device": Goal(">=", 0.5),
     "live": Goal("<=", 2.0),
     "live-cross": Goal("<=", 3.0),
@@ -110,6 +116,7 @@ class DidcommBench:
         self.blocks = Blocks(self.servers, BlockOptions.from_args(args), self.report)
         self.anchor_rate: float | None = None
         self._recipients: Recipients | None = None
+        self._wallets: WalletsV2 | None = None
 
     @property
     def recipients(self) -> Recipients:
@@ -126,6 +133,7 @@ class DidcommBench:
     async def start(self) -> None:
         await self.servers.start_all(self.args.no_pin)
         self._recipients = Recipients(self.node1_target().port)
+        self._wallets = WalletsV2(self.node1_target().port)
 
     async def stop(self) -> None:
         await self.servers.stop(self.args.keep_tmp)
@@ -157,6 +165,28 @@ class DidcommBench:
         other = f"anchor {fmt_rate(r.a_rate)}/s"
         goal = GOALS["forward"]
         report_paired(self.report, "forward", goal, "forward 1KiB", r, other, "target >= 0.5")
+
+    def forward_v2_side(self) -> Side:
+        async def prepare(tag: str) -> Operation:
+            assert self._wallets is not None
+            return await self._wallets.forward_op()
+
+        return Side("didcomm-forward-v2", self.node1_target(), prepare)
+
+    async def workload_forward_v2(self) -> None:
+        """A DIDComm v2 forward (anoncrypt X25519, A256CBC-HS512, a 1 KiB message) against a
+        v1 forward (anoncrypt of the same size), in alternating blocks."""
+        r = await self.blocks.paired("forward-v2", self.forward_side(), self.forward_v2_side())
+        self.report.results["forward-v2"] = r.to_json()
+        report_paired(
+            self.report,
+            "forward-v2",
+            GOALS["forward-v2"],
+            "v2 forward 1KiB vs v1",
+            r,
+            f"v1 forward {fmt_rate(r.a_rate)}/s",
+            "target >= 0.8",
+        )
 
     async def workload_forward_device(self) -> None:
         anchor = self.blocks.anchor_side()
@@ -419,6 +449,7 @@ class DidcommBench:
         cluster = self.cluster()
         steps: dict[str, Callable[[], Awaitable[None]]] = {
             "forward": self.workload_forward,
+            "forward-v2": self.workload_forward_v2,
             "forward-device": self.workload_forward_device,
             "forward-nodes": cluster.workload_forward_nodes,
             "pickup": self.workload_pickup,

@@ -14,6 +14,7 @@ with the curve's name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -24,6 +25,9 @@ from mediator.didcomm.v2.jwk import NIST, X25519, PublicKey
 from mediator.errors import DidError
 
 P = 2**255 - 19
+# DIDs a node routes to, remembered: a wallet's DID is forwarded to again and again, and its
+# X25519 key's candidates cost a modular inverse each time (a DID is a few hundred bytes).
+ROUTE_CACHE = 65_536
 
 
 def ed25519_candidates(x25519: bytes) -> tuple[bytes, ...]:
@@ -32,7 +36,7 @@ def ed25519_candidates(x25519: bytes) -> tuple[bytes, ...]:
     u = (int.from_bytes(x25519, "little") & ((1 << 255) - 1)) % P
     if (u + 1) % P == 0:
         return ()
-    y = (u - 1) * pow(u + 1, P - 2, P) % P
+    y = (u - 1) * pow(u + 1, -1, P) % P
     return (y.to_bytes(32, "little"), (y | (1 << 255)).to_bytes(32, "little"))
 
 
@@ -46,7 +50,8 @@ def route_ids_of_key(key: PublicKey) -> tuple[bytes, ...]:
     return (hashlib.sha256(key.crv.encode() + compressed).digest(),)
 
 
-def key_route_ids(name: str) -> list[tuple[bytes, ...]]:
+@functools.lru_cache(maxsize=ROUTE_CACHE)
+def key_route_ids(name: str) -> tuple[tuple[bytes, ...], ...]:
     """For each key `name` stands for, its route ids (an X25519 key's two candidates, sign
     0 first; one id for any other key): an Ed25519 did:key's verkey; a key agreement key's
     ids (a DID URL names one key, a DID all of its key agreement keys, in order). DidError
@@ -67,9 +72,10 @@ def key_route_ids(name: str) -> list[tuple[bytes, ...]]:
                 out.append(ids)
     if not out:
         raise DidError(f"{name[:80]!r} names no key a message can be routed to")
-    return out
+    return tuple(out)
 
 
+@functools.lru_cache(maxsize=ROUTE_CACHE)
 def route_ids(name: str) -> tuple[bytes, ...]:
     """Every route id `name` stands for (key_route_ids, flattened), the one a
     registration of its first key stores first."""
