@@ -15,9 +15,11 @@ the same key.
 
 from __future__ import annotations
 
+import functools
+
 from base58 import b58encode
 
-from mediator.didcomm.v2.recipients import key_route_ids
+from mediator.didcomm.v2.recipients import ROUTE_CACHE, key_route_ids, route_ids
 from mediator.errors import DidError
 from mediator.mediation.store import Connection, MediationStore
 
@@ -26,9 +28,17 @@ def _b58(raw: bytes) -> str:
     return b58encode(raw).decode()
 
 
+@functools.lru_cache(maxsize=ROUTE_CACHE)
 def names_of(did: str) -> tuple[str, ...]:
     """The record names a wallet with this DID may have (DidError: none)."""
     return tuple(_b58(i) for i in key_route_ids(did)[0])
+
+
+@functools.lru_cache(maxsize=ROUTE_CACHE)
+def route_keys(name: str) -> tuple[str, ...]:
+    """The recipient keys (base58) a forward's `next` may be routed by, in the order a
+    lookup tries them (DidError: none)."""
+    return tuple(_b58(i) for i in route_ids(name))
 
 
 async def wallet(store: MediationStore, did: str) -> Connection:

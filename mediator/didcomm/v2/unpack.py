@@ -14,7 +14,6 @@ Our private keys are found by `kid` (`ours`), the senders' public keys through t
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +94,7 @@ def unpack(raw: bytes | dict[str, Any], ours: Ours, our_dids: tuple[str, ...] = 
         if kind(data) != "plain":
             raise EnvelopeError("a signed message holds a plaintext message")
     received = Received(_plaintext(data), recipient_kid, sender_kid, signer_kid, tuple(layers))
-    return dataclasses.replace(_consistent(received, our_dids), tagless=tagless)
+    return _consistent(received, our_dids, tagless)
 
 
 def kind(data: Any) -> str:
@@ -156,7 +155,7 @@ def _plaintext(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _consistent(received: Received, our_dids: tuple[str, ...]) -> Received:
+def _consistent(received: Received, our_dids: tuple[str, ...], tagless: bool) -> Received:
     message = received.message
     sender = message.get("from")
     for kid, what in ((received.sender_kid, "skid"), (received.signer_kid, "signer's kid")):
@@ -175,6 +174,7 @@ def _consistent(received: Received, our_dids: tuple[str, ...]) -> Received:
         received.layers,
         rotated,
         here,
+        tagless,
     )
 
 

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import time
 
-from base58 import b58encode
-
 from mediator.didcomm.v2 import forward as forward_v2
-from mediator.didcomm.v2.recipients import route_ids
 from mediator.errors import DidError, ProblemReport
+from mediator.mediation import wallets_v2
 from mediator.protocols.routing import queue_forwarded
 from mediator.protocols.v2.context import ContextV2
 
@@ -24,7 +22,7 @@ async def forward(ctx: ContextV2) -> None:
             "expired", "the forward's expires_time has passed: not queued", status=400
         )
     try:
-        keys = [b58encode(i).decode() for i in route_ids(read.next)]
+        keys = wallets_v2.route_keys(read.next)
     except DidError as exc:
         raise ProblemReport("invalid-request", f"next: {exc}", status=400) from exc
     sender = ctx.message.sender or ctx.session.address
