@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from mediator.didcomm.keys import verkey_to_did_key
+from mediator.didcomm.keys import KeyPair, verkey_to_did_key
 from mediator.didcomm.v2 import dids
+from mediator.didcomm.v2.dids import MediatorV2
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack, unpack
 from mediator.engine import keys
@@ -367,3 +368,19 @@ async def test_live_mode_3_delivers_the_backlog_4_leaves_it_to_requests(
             assert _delivered(wallet, delivery) == [{"new": 1}]
     finally:
         await socket.close()
+
+
+async def test_a_message_to_our_did_as_another_node_writes_it_is_read(
+    dc_app: AppNode, mdid: str
+) -> None:
+    """Nodes not behind one address each name their own endpoints in the DID: the same key,
+    another DID string. A wallet that got one node's DID is read by every node."""
+    services = dc_app.app.state.didcomm.services
+    other = MediatorV2(services.identity, ("http://other-node:8080", "ws://other-node:8080")).did
+    assert other != mdid
+    wallet = WalletV2(dc_app, other)
+    pong = await wallet.send("trust-ping/2.0/ping")
+    assert pong is not None and pong["type"].endswith("ping-response")
+    stranger = MediatorV2(KeyPair.from_seed(bytes(32)), ("http://other-node:8080",)).did
+    refused = await WalletV2(dc_app, stranger).post(WalletV2(dc_app, stranger).pack(v2("x/1.0/y")))
+    assert refused.status_code == 400 and refused.json()["code"] == "unreadable-envelope"

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from mediator.didcomm.v2 import problem as problems
-from mediator.didcomm.v2.dids import MediatorV2
+from mediator.didcomm.v2.dids import MediatorV2, multikey_x25519, resolve
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.message import MessageV2
 from mediator.didcomm.v2.unpack import Received, pack, unpack
@@ -39,13 +39,23 @@ class PipelineV2:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.mediator = MediatorV2(services.identity, services.endpoints)
+        self._ours_x = ".E" + multikey_x25519(services.identity.x25519_public)
 
     def _ours(self, kid: str) -> PrivateKey | None:
-        """Our key agreement key, by the kid a sender wrote (the DID URL; some libraries
-        keep only the fragment)."""
+        """Our key agreement key, by the kid a sender wrote: the DID URL (some libraries
+        keep only the fragment), also of our DID as another node writes it (its services
+        name its own endpoints where the nodes are not behind one address): any did:peer:2
+        whose key with that id is ours."""
         mediator = self.mediator
         if kid == mediator.agreement_kid or kid == "#key-1":
             return mediator.agreement
+        if kid.startswith("did:peer:2") and self._ours_x in kid:
+            try:
+                key = resolve(kid.split("#", 1)[0]).agreement_key(kid)
+            except DidError:
+                return None
+            if key is not None and key.x == mediator.agreement.public.x:
+                return mediator.agreement
         return None
 
     async def handle(self, data: dict[str, Any], session: Session, capacity: int | None) -> Outcome:

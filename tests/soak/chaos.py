@@ -7,7 +7,8 @@ is reported: a hand-out lost with its node is offered again behind later ones).
     python -m tests.soak.chaos --help
     python -m tests.soak.chaos --recipients 300 --messages 5000 --kill-every 4
 
-Recipients behave as Credo in live mode does: a WebSocket in live mode on a random node,
+Recipients behave as Credo in live mode does (half of them as DIDComm v2 wallets in Pickup
+3.0's live mode, tests/soak/chaos_v2.py): a WebSocket in live mode on a random node,
 every delivery acknowledged; when the socket drops, a reconnect to a live node, a pickup
 round (`delivery-request` until empty) and live mode again. A forward counts as sent once a
 node answered it 202 ("accepted"); one whose node died before answering is recorded as
@@ -31,6 +32,7 @@ from websockets.exceptions import ConnectionClosed
 from mediator.client import ClientError, Recipient, attachments
 from tests.didcomm_peer import LIVE, Peer, mediator_key
 from tests.servers import TOPOLOGIES, Node, RedisUnderTest
+from tests.soak.chaos_v2 import ENCRYPTED, WalletV2, forward_of, mediator_did
 from tests.soak.history import History
 
 SENDER = "chaos"  # the one sequential sender of the history
@@ -181,21 +183,30 @@ class Wallet:
 
 
 async def send_all(
-    cluster: Cluster, med: str, wallets: list[Wallet], count: int, rate: float, tally: Tally
+    cluster: Cluster,
+    med: str,
+    wallets: list[Wallet | WalletV2],
+    count: int,
+    rate: float,
+    tally: Tally,
+    mdid: str,
 ) -> None:
     from mediator.client import Sender
 
     sender = Sender(med)
+    v1_headers = {"content-type": "application/didcomm-envelope-enc"}
     async with httpx.AsyncClient(timeout=5) as client:
         for n in range(count):
             wallet = random.choice(wallets)
-            data = sender.wrap(wallet.key, {"sender": SENDER, "seq": n})
+            content = {"sender": SENDER, "seq": n}
+            if isinstance(wallet, WalletV2):
+                data, headers = forward_of(mdid, wallet.did, content), ENCRYPTED
+            else:
+                data, headers = sender.wrap(wallet.key, content), v1_headers
             for _ in range(50):
                 try:
                     answer = await client.post(
-                        cluster.any_base() + "/",
-                        content=data,
-                        headers={"content-type": "application/didcomm-envelope-enc"},
+                        cluster.any_base() + "/", content=data, headers=headers
                     )
                 except httpx.HTTPError:  # its node died: perhaps after accepting it
                     tally.history.unanswered(SENDER, n, wallet.key)
@@ -228,14 +239,26 @@ async def soak(args: argparse.Namespace) -> int:
     try:
         await asyncio.to_thread(cluster.start)
         med = await mediator_key(cluster.nodes[0].base)
-        wallets = [Wallet(cluster, med, tally) for _ in range(args.recipients)]
+        mdid = await mediator_did(cluster.nodes[0].base)
+        v2_count = round(args.recipients * args.v2_share)
+        wallets: list[Wallet | WalletV2] = [
+            Wallet(cluster, med, tally) for _ in range(args.recipients - v2_count)
+        ]
+        wallets += [
+            WalletV2(cluster.any_base, mdid, tally.history, tally.seen, SENDER)
+            for _ in range(v2_count)
+        ]
         for i in range(0, len(wallets), 20):
             await asyncio.gather(*(w.setup() for w in wallets[i : i + 20]))
-        print(f"[{time.monotonic() - started:6.1f}s] {len(wallets)} recipients live", flush=True)
+        print(
+            f"[{time.monotonic() - started:6.1f}s] {len(wallets)} recipients live "
+            f"({v2_count} of them DIDComm v2)",
+            flush=True,
+        )
         readers = [asyncio.create_task(w.run()) for w in wallets]
         done = asyncio.Event()
         chaos_task = asyncio.create_task(chaos(cluster, args.kill_every, tally, done))
-        await send_all(cluster, med, wallets, args.messages, args.rate, tally)
+        await send_all(cluster, med, wallets, args.messages, args.rate, tally, mdid)
         done.set()
         await chaos_task
         print(
@@ -257,6 +280,7 @@ async def soak(args: argparse.Namespace) -> int:
         await asyncio.to_thread(cluster.stop)
         redis.stop()
     verdict = tally.history.check()
+    tally.reconnects += sum(w.reconnects for w in wallets if isinstance(w, WalletV2))
     print(
         f"chaos: nodes killed {tally.kills}, reconnects {tally.reconnects}, only in the last "
         f"pickup round {tally.late}, {time.monotonic() - started:.0f} s"
@@ -273,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipients", type=int, default=300, help="live recipients (300)")
     parser.add_argument("--messages", type=int, default=5000, help="forwards to send (5000)")
     parser.add_argument("--rate", type=float, default=200.0, help="forwards per second (200)")
+    parser.add_argument(
+        "--v2-share",
+        type=float,
+        default=0.5,
+        help="the share of the recipients that are DIDComm v2 wallets (0.5)",
+    )
     parser.add_argument(
         "--kill-every", type=float, default=4.0, help="seconds between node kills (4)"
     )

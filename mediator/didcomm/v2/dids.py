@@ -283,6 +283,11 @@ def _method_key(did: str, method: dict[str, Any]) -> Key:
 # ------------------------------------------------------------------ the mediator's own
 
 
+def multikey_x25519(public: bytes) -> str:
+    """An X25519 public key as a multibase multikey (`z6LS…`), as did:peer:2 writes it."""
+    return "z" + b58encode(X25519_MULTICODEC + public)
+
+
 @dataclass(frozen=True)
 class MediatorV2:
     """The mediator's DIDComm v2 identity: a did:peer:2 of the cluster's key (its X25519
@@ -295,7 +300,7 @@ class MediatorV2:
     @functools.cached_property
     def did(self) -> str:
         ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        x = "z" + b58encode(X25519_MULTICODEC + self.keys.x25519_public)
+        x = multikey_x25519(self.keys.x25519_public)
         parts = [did_peer.PEER + "2", "E" + x, "V" + ed]
         for endpoint in self.endpoints:
             parts.append(
