@@ -9,6 +9,9 @@ interleaved anchor/subject blocks after a warm-up. Workloads:
   forward-v2  POST / with a DIDComm v2 routing/2.0 forward (anoncrypt X25519, A256CBC-HS512)
             of a 1 KiB message for a mediated v2 wallet's DID, in blocks alternating with
             the v1 forward above                              ratio to v1 forward   >= 0.8
+  pickup-v2  Pickup 3.0 over one WebSocket per v2 wallet (delivery-request limit 1 ->
+            delivery -> messages-received -> status) in blocks alternating with Pickup 2.0's
+            same round trip by v1 recipients               ratio to Pickup 2.0   >= 0.8
   forward-device  the same for recipients that registered a phone (push-notifications-fcm,
             the nodes notifying through a webhook to the anchor app): each forward also
             marks the connection and schedules its notification  ratio to anchor >= 0.5
@@ -75,6 +78,7 @@ from bench.harness.servers import Servers
 from bench.support.live import ENVELOPE
 from bench.support.recipients import Recipients
 from bench.support.wallets_v2 import WalletsV2
+from bench.workloads import pickup_v2
 from bench.workloads.didcomm_cluster import RATE_LIMIT_S, ClusterWorkloads
 from mediator.client import Recipient, Sender, message
 from mediator.errors import EnvelopeError
@@ -85,6 +89,7 @@ WORKLOADS = (
     "forward-device",
     "forward-nodes",
     "pickup",
+    "pickup-v2",
     "live",
     "live-cross",
     "live-cross-rates",
@@ -92,6 +97,7 @@ WORKLOADS = (
 GOALS = {
     "forward": Goal(">=", 0.5),
     "forward-v2": Goal(">=", 0.8),
+    "pickup-v2": Goal(">=", 0.8),
     "forward-device": Goal(">=", 0.5),
     "live": Goal("<=", 2.0),
     "live-cross": Goal("<=", 3.0),
@@ -205,6 +211,28 @@ class DidcommBench:
         )
 
     # ------------------------------------------------------------------ pickup
+
+    async def workload_pickup_v2(self) -> None:
+        assert self._wallets is not None
+        args = self.args
+        result = await pickup_v2.run(
+            self.recipients,
+            self._wallets,
+            self.node1_target().port,
+            users=args.pickup_recipients,
+            seconds=args.seconds,
+            pairs=args.pairs,
+        )
+        self.report.results["pickup-v2"] = result
+        ratio = result["ratio_median"]
+        goal = GOALS["pickup-v2"]
+        v1 = statistics.median(result["v1_round_trips_per_second"])
+        self.report.emit(
+            f"Pickup 3.0 over WebSocket vs Pickup 2.0: ratio {ratio:.2f} "
+            f"(min {min(result['ratios']):.2f}, max {max(result['ratios']):.2f}; "
+            f"Pickup 2.0 {fmt_rate(v1)} round trips/s)  target >= 0.8  "
+            f"{'OK' if goal.met(ratio) else 'MISSED'}"
+        )
 
     async def workload_pickup(self) -> None:
         args = self.args
@@ -450,6 +478,7 @@ class DidcommBench:
         steps: dict[str, Callable[[], Awaitable[None]]] = {
             "forward": self.workload_forward,
             "forward-v2": self.workload_forward_v2,
+            "pickup-v2": self.workload_pickup_v2,
             "forward-device": self.workload_forward_device,
             "forward-nodes": cluster.workload_forward_nodes,
             "pickup": self.workload_pickup,

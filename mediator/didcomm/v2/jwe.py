@@ -104,7 +104,7 @@ class Jwe:
                 raise EnvelopeError("an authcrypt message needs its sender's key")
             if sender.crv != self.epk.crv:
                 raise EnvelopeError("the sender's key is not on the message's curve")
-            z += ours.agree(sender)
+            z += ours.agree_static(sender)
             tags = (self.sealed.tag, b"")  # draft 4 (the spec's), then draft 3
         apu, apv = self._party("apu"), self._party("apv")
         for tag in tags:
@@ -195,7 +195,7 @@ def encrypt(
         z = ephemeral.agree(public)
         tag = b""
         if sender is not None:
-            z += sender[1].agree(public)
+            z += sender[1].agree_static(public)
             tag = b"" if tagless else sealed.tag
         kek = _kdf(z, header["alg"], apu, apv, tag)
         recipients.append(

@@ -72,6 +72,12 @@ class PublicKey:
         return _native_public(self.crv, self.x, self.y)
 
 
+# Static-static agreements remembered (authcrypt, both ways), oldest dropped first: one
+# exchange of the two (or three) each message costs, for the wallets a node talks to.
+STATIC_AGREEMENTS = 16_384
+_static: dict[tuple[PublicKey, PublicKey], bytes] = {}
+
+
 @dataclass(frozen=True)
 class PrivateKey:
     """A key agreement private key and its public half."""
@@ -139,6 +145,18 @@ class PrivateKey:
             return bytes(self._native.exchange(ec.ECDH(), other.native()))
         except ValueError as exc:  # X25519: a low-order point gives the all-zero secret
             raise EnvelopeError("key agreement with a weak public key") from exc
+
+    def agree_static(self, other: PublicKey) -> bytes:
+        """`agree` between two long-lived keys (authcrypt's sender and recipient keys: the
+        same pair for every message between them), remembered for STATIC_AGREEMENTS pairs."""
+        pair = (self.public, other)
+        found = _static.get(pair)
+        if found is None:
+            found = self.agree(other)
+            if len(_static) >= STATIC_AGREEMENTS:
+                _static.pop(next(iter(_static)))
+            _static[pair] = found
+        return found
 
     def jwk(self) -> dict[str, str]:
         if self.crv == X25519:
