@@ -86,7 +86,7 @@ class PipelineV2:
         connection = None
         if sender is not None and message.type.family != "routing":
             try:
-                connection = await wallets_v2.wallet(self.services.store, sender)
+                connection = await self._wallet(sender, session)
             except DidError as exc:
                 refusal = Refusal(400, "unusable-did", f"the sender's DID: {exc}")
                 return Outcome(refusal=refusal, v2=True)
@@ -102,6 +102,10 @@ class PipelineV2:
             outcome.forward = ctx.forward
         try:
             await handler_for(message.type)(ctx)
+            if ctx.connection is not None and message.type.family != "coordinate-mediation":
+                session.remember_connection(ctx.connection)
+            elif connection is not None:
+                session.forget_connection(connection.verkey)
         except QueueError as error:
             if sender is None:
                 outcome.refusal = Refusal(409, "refused", str(error))
@@ -126,6 +130,15 @@ class PipelineV2:
             len(outcome.returned),
         )
         return outcome
+
+    async def _wallet(self, did: str, session: Session) -> Connection:
+        """The sender's record: a socket's copy (as v1 connections' are kept, a few
+        seconds), else read."""
+        for name in wallets_v2.names_of(did):
+            known = session.known_connection(name)
+            if known is not None:
+                return known
+        return await wallets_v2.wallet(self.services.store, did)
 
     def _refused_early(
         self, exc: ProblemReport, received: Received, capacity: int | None
