@@ -26,6 +26,8 @@ interleaved anchor/subject blocks after a warm-up. Workloads:
   live      live mode on a WebSocket; a sender POSTs forwards one at a time at a low rate;
             from the forward's HTTP answer to the `delivery` frame on the recipient's socket
             (same node), next to a bare PUBLISH -> subscriber floor  p99 <= 2 ms
+  live-v2   the same for a DIDComm v2 wallet in Pickup 3.0 live mode, in turns with v1
+            rounds: v2's p99 as a multiple of v1's                          <= 1.2
   live-cross  the same with the forwards answered by the other node: p99 as a multiple of
             the WebSocket floor's p99 (below) measured in the same run         <= 3x
   live-cross-rates  several recipients (--live-recipients) live on node 1, forwards
@@ -78,7 +80,7 @@ from bench.harness.servers import Servers
 from bench.support.live import ENVELOPE
 from bench.support.recipients import Recipients
 from bench.support.wallets_v2 import WalletsV2
-from bench.workloads import pickup_v2
+from bench.workloads import live_v2, pickup_v2
 from bench.workloads.didcomm_cluster import RATE_LIMIT_S, ClusterWorkloads
 from mediator.client import Recipient, Sender, message
 from mediator.errors import EnvelopeError
@@ -91,6 +93,7 @@ WORKLOADS = (
     "pickup",
     "pickup-v2",
     "live",
+    "live-v2",
     "live-cross",
     "live-cross-rates",
 )
@@ -100,6 +103,7 @@ GOALS = {
     "pickup-v2": Goal(">=", 0.8),
     "forward-device": Goal(">=", 0.5),
     "live": Goal("<=", 2.0),
+    "live-v2": Goal("<=", 1.2),
     "live-cross": Goal("<=", 3.0),
 }
 RUN_TIMEOUT_S = 20 * 60  # the whole run, whatever the options
@@ -427,6 +431,41 @@ class DidcommBench:
             )
         )
 
+    async def workload_live_v2(self) -> None:
+        """v1 live rounds and v2 live rounds (Pickup 3.0) in turn, in halves: the p99 of v2's
+        from the forward's answer to the delivery frame, as a multiple of v1's."""
+        assert self._wallets is not None
+        args = self.args
+        port = self.node1_target().port
+        half = max(args.rounds // 2, 50)
+        v1: list[float] = []
+        v2: list[float] = []
+        for _ in range(2):
+            self.args.rounds = half
+            try:
+                v1 += (await self.live_rounds(port))[0]
+            finally:
+                self.args.rounds = args.rounds
+            v2 += await live_v2.live_rounds(self._wallets, port, half, 1 / args.live_rate)
+        p99_1, p99_2 = percentile(v1, 99), percentile(v2, 99)
+        ratio = p99_2 / max(p99_1, 1e-6)
+        status_text = GOALS["live-v2"].verdict(ratio)
+        self.report.emit(
+            f"v2 live delivery (Pickup 3.0, forward answered -> delivery frame): p50 "
+            f"{percentile(v2, 50):.2f} ms p99 {p99_2:.2f} ms; v1 p50 {percentile(v1, 50):.2f} "
+            f"ms p99 {p99_1:.2f} ms ({len(v2)} rounds each at {args.live_rate:g}/s)  "
+            f"p99 ratio {ratio:.2f}  target <= 1.2  {status_text}"
+        )
+        self.report.results["live-v2"] = {
+            "v1_forward_answer_to_delivery_ms": dist(v1),
+            "v2_forward_answer_to_delivery_ms": dist(v2),
+            "p99_ratio": ratio,
+            "status": status_text,
+        }
+        self.report.summary.append(
+            ("v2 live p99 / v1", f"{ratio:.2f} ({p99_2:.2f} ms)", "<= 1.2", status_text)
+        )
+
     async def workload_live_cross(self) -> None:
         """The socket on node1, the forwards answered by node2: a wake-up crosses nodes."""
         args = self.args
@@ -479,6 +518,7 @@ class DidcommBench:
             "forward": self.workload_forward,
             "forward-v2": self.workload_forward_v2,
             "pickup-v2": self.workload_pickup_v2,
+            "live-v2": self.workload_live_v2,
             "forward-device": self.workload_forward_device,
             "forward-nodes": cluster.workload_forward_nodes,
             "pickup": self.workload_pickup,

@@ -15,7 +15,8 @@ from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
-from nacl.bindings import crypto_box_keypair
+from nacl.bindings import crypto_box_keypair, crypto_scalarmult, crypto_scalarmult_base
+from nacl.exceptions import CryptoError
 
 from mediator.didcomm.envelope import b64url_decode, b64url_encode
 from mediator.errors import EnvelopeError
@@ -81,10 +82,13 @@ _static: dict[tuple[PublicKey, PublicKey], bytes] = {}
 
 @dataclass(frozen=True)
 class PrivateKey:
-    """A key agreement private key and its public half."""
+    """A key agreement private key and its public half. An X25519 key is kept as its 32
+    secret bytes and agrees through libsodium (no object to make for an ephemeral key:
+    `cryptography` spends a scalar multiplication making one), a NIST key as a
+    `cryptography` key."""
 
     public: PublicKey
-    _native: Any = field(repr=False, compare=False)
+    _native: Any = field(repr=False, compare=False)  # X25519: the secret bytes
 
     @property
     def crv(self) -> str:
@@ -93,11 +97,9 @@ class PrivateKey:
     @classmethod
     def generate(cls, crv: str) -> PrivateKey:
         """A fresh key on `crv` (an ephemeral key of an envelope)."""
-        if crv == X25519:  # libsodium makes the pair in half the time (one scalar mult)
+        if crv == X25519:
             public, secret = crypto_box_keypair()
-            return cls(
-                PublicKey(X25519, public), x25519.X25519PrivateKey.from_private_bytes(secret)
-            )
+            return cls(PublicKey(X25519, public), secret)
         if crv not in NIST:
             raise EnvelopeError(f"unsupported curve {crv[:20]!r}")
         return cls._of(ec.generate_private_key(NIST[crv]))
@@ -109,7 +111,7 @@ class PrivateKey:
         if public.crv == X25519:
             if len(d) != 32:
                 raise EnvelopeError(f"{what}: an X25519 private key is 32 bytes")
-            key = cls._of(x25519.X25519PrivateKey.from_private_bytes(d))
+            key = cls.from_x25519_bytes(d)
         else:
             if len(d) != SIZES[public.crv]:
                 raise EnvelopeError(
@@ -125,12 +127,10 @@ class PrivateKey:
 
     @classmethod
     def from_x25519_bytes(cls, secret: bytes) -> PrivateKey:
-        return cls._of(x25519.X25519PrivateKey.from_private_bytes(secret))
+        return cls(PublicKey(X25519, crypto_scalarmult_base(secret)), bytes(secret))
 
     @classmethod
     def _of(cls, native: Any) -> PrivateKey:
-        if isinstance(native, x25519.X25519PrivateKey):
-            return cls(PublicKey(X25519, native.public_key().public_bytes_raw()), native)
         numbers = native.public_key().public_numbers()
         crv = next(name for name, curve in NIST.items() if curve.name == native.curve.name)
         size = SIZES[crv]
@@ -143,11 +143,14 @@ class PrivateKey:
         """The Diffie-Hellman shared secret Z with `other` (same curve)."""
         if other.crv != self.crv:
             raise EnvelopeError(f"a {other.crv} key cannot agree with a {self.crv} key")
+        if self.crv == X25519:
+            try:
+                return bytes(crypto_scalarmult(self._native, other.x))
+            except CryptoError as exc:  # a low-order point gives the all-zero secret
+                raise EnvelopeError("key agreement with a weak public key") from exc
         try:
-            if self.crv == X25519:
-                return bytes(self._native.exchange(other.native()))
             return bytes(self._native.exchange(ec.ECDH(), other.native()))
-        except ValueError as exc:  # X25519: a low-order point gives the all-zero secret
+        except ValueError as exc:
             raise EnvelopeError("key agreement with a weak public key") from exc
 
     def agree_static(self, other: PublicKey) -> bytes:
@@ -164,7 +167,7 @@ class PrivateKey:
 
     def jwk(self) -> dict[str, str]:
         if self.crv == X25519:
-            d = self._native.private_bytes_raw()
+            d = self._native
         else:
             d = self._native.private_numbers().private_value.to_bytes(SIZES[self.crv], "big")
         return {**self.public.jwk(), "d": b64url_encode(d)}
