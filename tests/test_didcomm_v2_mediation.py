@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from mediator.didcomm.keys import KeyPair, verkey_to_did_key
-from mediator.didcomm.v2 import dids
+from mediator.didcomm.keys import X25519_MULTICODEC, KeyPair, b58encode, verkey_to_did_key
+from mediator.didcomm.v2 import dids, jwe
 from mediator.didcomm.v2.dids import MediatorV2
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack, unpack
@@ -384,3 +384,44 @@ async def test_a_message_to_our_did_as_another_node_writes_it_is_read(
     stranger = MediatorV2(KeyPair.from_seed(bytes(32)), ("http://other-node:8080",)).did
     refused = await WalletV2(dc_app, stranger).post(WalletV2(dc_app, stranger).pack(v2("x/1.0/y")))
     assert refused.status_code == 400 and refused.json()["code"] == "unreadable-envelope"
+
+
+async def test_did_web_serves_the_same_keys_and_its_key_id_is_read(
+    redis_url: str, dc_app: AppNode
+) -> None:
+    """MEDIATOR_DID_WEB: /.well-known/did.json is the v2 identity as did:web, and a message
+    encrypted to `did:web:<host>#key-1` is read; without it, 404."""
+    node = await AppNode(redis_url, "web", did_web="mediator.example:8443").start()
+    try:
+        async with node.client() as client:
+            document = (await client.get("/.well-known/did.json")).json()
+            peer_did = (await client.get("/v2/invitation")).json()["did"]
+        did = "did:web:mediator.example%3A8443"
+        assert document["id"] == did and document["keyAgreement"] == [f"{did}#key-1"]
+        peer = dids.resolve(peer_did)
+        methods = {
+            m["id"].split("#")[1]: m["publicKeyMultibase"] for m in document["verificationMethod"]
+        }
+        assert methods["key-1"] == "z" + b58encode(
+            X25519_MULTICODEC + peer.agreement[0].agreement.x
+        )
+        assert [s["serviceEndpoint"]["uri"] for s in document["service"]] == [
+            s.uri for s in peer.services
+        ]
+        wallet = WalletV2(node, peer_did)
+        key = peer.agreement[0].agreement
+        assert key is not None
+        message = {**v2("trust-ping/2.0/ping", return_route="all"), "from": wallet.did, "to": [did]}
+        web = jwe.encrypt(
+            orjson.dumps(message),
+            [(f"{did}#key-1", key)],
+            sender=(f"{wallet.did}#key-1", wallet.agreement),
+        )
+        answer = await wallet.post(orjson.dumps(web))
+        assert answer.status_code == 200 and wallet.open(answer.content)["type"].endswith(
+            "ping-response"
+        )
+    finally:
+        await node.stop()
+    async with dc_app.client() as client:  # a node without MEDIATOR_DID_WEB
+        assert (await client.get("/.well-known/did.json")).status_code == 404

@@ -42,6 +42,13 @@ class DidcommSettings:
         "How long a connection that has not been granted mediation is kept (handshakes "
         "cost nothing to start, so their records must not pile up); a grant keeps it.",
     )
+    did_web: str = setting(
+        "",
+        "A host (and port) whose https://HOST/.well-known/did.json this node serves: the "
+        "mediator's DIDComm v2 keys and services as did:web:HOST, for v2 wallets that resolve "
+        "did:web (the did:peer:2 stays the invitation's). Empty: not served.",
+        scope="serve",
+    )
     allow_plaintext: bool = setting(
         False,
         "Accept unencrypted JSON messages (application/json) for forward, noop and trust "

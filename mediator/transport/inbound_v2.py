@@ -40,6 +40,8 @@ class PipelineV2:
         self.services = services
         self.mediator = MediatorV2(services.identity, services.endpoints)
         self._ours_x = ".E" + multikey_x25519(services.identity.x25519_public)
+        host = services.didcomm.did_web
+        self._web_kid = f"did:web:{host.replace(':', '%3A')}#key-1" if host else None
 
     def _ours(self, kid: str) -> PrivateKey | None:
         """Our key agreement key, by the kid a sender wrote: the DID URL (some libraries
@@ -47,7 +49,7 @@ class PipelineV2:
         name its own endpoints where the nodes are not behind one address): any did:peer:2
         whose key with that id is ours."""
         mediator = self.mediator
-        if kid == mediator.agreement_kid or kid == "#key-1":
+        if kid == mediator.agreement_kid or kid == "#key-1" or kid == self._web_kid:
             return mediator.agreement
         if kid.startswith("did:peer:2") and self._ours_x in kid:
             try:

@@ -46,8 +46,19 @@ def v2_invitation(
     }
 
 
+async def get_did_web(request: Request) -> Response:
+    """did:web's document of the mediator's v2 identity (MEDIATOR_DID_WEB), or 404."""
+    services = request.app.state.didcomm.services
+    host = services.didcomm.did_web
+    if not host:
+        return JSONResponse({"error": "no did:web is served here", "code": "not-found"}, 404)
+    document = MediatorV2(services.identity, services.endpoints).web_document(host)
+    return JSONResponse(document, media_type="application/did+json")
+
+
 routes: list[BaseRoute] = [
     Route("/", post_only, methods=["POST"]),
     Route("/invitation", get_invitation, methods=["GET"]),
     Route("/v2/invitation", get_v2_invitation, methods=["GET"]),
+    Route("/.well-known/did.json", get_did_web, methods=["GET"]),
 ]

@@ -323,3 +323,40 @@ class MediatorV2:
     @functools.cached_property
     def doc(self) -> Doc:
         return resolve(self.did)
+
+    def web_document(self, host: str) -> dict[str, Any]:
+        """The same keys and services as `did:web:<host>`'s DID document (what
+        `https://<host>/.well-known/did.json` serves), key ids `#key-1` and `#key-2` as in
+        the did:peer:2."""
+        did = "did:web:" + host.replace(":", "%3A")
+        x = multikey_x25519(self.keys.x25519_public)
+        ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
+        return {
+            "@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"],
+            "id": did,
+            "verificationMethod": [
+                {
+                    "id": f"{did}#key-1",
+                    "type": "Multikey",
+                    "controller": did,
+                    "publicKeyMultibase": x,
+                },
+                {
+                    "id": f"{did}#key-2",
+                    "type": "Multikey",
+                    "controller": did,
+                    "publicKeyMultibase": ed,
+                },
+            ],
+            "keyAgreement": [f"{did}#key-1"],
+            "authentication": [f"{did}#key-2"],
+            "assertionMethod": [f"{did}#key-2"],
+            "service": [
+                {
+                    "id": f"{did}#didcomm-{i}",
+                    "type": "DIDCommMessaging",
+                    "serviceEndpoint": {"uri": endpoint, "accept": [DIDCOMM_V2]},
+                }
+                for i, endpoint in enumerate(self.endpoints)
+            ],
+        }
