@@ -120,7 +120,7 @@ class V2Mutator:
                 header["epk"] = rng.choice(BAD_EPKS)
             else:
                 header = mutate_json(rng, header, rng.choice([1, 2]))
-                if rng.random() < 0.3:
+                if rng.random() < 0.3 and isinstance(header, dict):
                     header["alg"] = rng.choice(["ECDH-ES+A256KW", "ECDH-1PU+A256KW", "ECDH-X"])
             sealed["protected"] = b64(dumps(header))
             return dumps(sealed)
