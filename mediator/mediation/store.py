@@ -167,6 +167,12 @@ class MediationStore:
         pipe.persist(record)
         await pipe.execute()
 
+    async def made_by_handshake(self, connection: str) -> bool:
+        """Whether the record is a v1 connection's (DID Exchange, connections 1.0), not one
+        a DIDComm v2 grant wrote."""
+        protocol = await self.redis.hget(keys.connection_keys(connection).record, rec.PROTOCOL)
+        return protocol is not None and _s(protocol) != rec.DIDCOMM_V2
+
     async def names(self, connection: str) -> list[tuple[str, str]]:
         """A connection's registered keys, base58, each with the name a v2 wallet gave it
         ("" for a v1 registration), in key order."""

@@ -37,10 +37,11 @@ async def mediate_request(ctx: ContextV2) -> None:
         ctx.reply("mediate-deny", {})
         return
     # Kept first: a record with a queue in it must never expire with the queue still counted.
-    if connection.handshake is None:
-        await services.store.open_v2(connection.verkey)
-    else:  # a v1 connection's record (the dual-stack wallet): kept as a v1 grant keeps it
+    if await services.store.made_by_handshake(connection.verkey):
+        # A v1 connection's record (the dual-stack wallet): kept as a v1 grant keeps it.
         await services.handshakes.keep(connection.verkey, services.key_on(connection).verkey_b58)
+    else:
+        await services.store.open_v2(connection.verkey)
     await services.mailbox.open(connection.verkey)
     await services.store.set_state(connection.verkey, GRANTED, now)
     did = mediator_did(ctx)
