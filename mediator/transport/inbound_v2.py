@@ -22,7 +22,7 @@ from mediator.didcomm.v2.dids import MediatorV2, multikey_x25519, resolve
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.message import MessageV2
 from mediator.didcomm.v2.unpack import Received, pack, unpack
-from mediator.errors import DidError, EnvelopeError, ProblemReport, QueueError
+from mediator.errors import DidError, EnvelopeError, LimitExceeded, ProblemReport, QueueError
 from mediator.mediation import wallets_v2
 from mediator.mediation.store import Connection
 from mediator.protocols.context import Services, Session
@@ -75,7 +75,7 @@ class PipelineV2:
         try:
             message = MessageV2.of(received)
         except ProblemReport as exc:
-            return self._refused_early(exc, received, capacity)
+            return self._refused_early(exc, received)
         sender = message.sender
         if sender is None and not is_anonymous(message.type):
             return Outcome(
@@ -142,9 +142,7 @@ class PipelineV2:
                 return known
         return await wallets_v2.wallet(self.services.store, did)
 
-    def _refused_early(
-        self, exc: ProblemReport, received: Received, capacity: int | None
-    ) -> Outcome:
+    def _refused_early(self, exc: ProblemReport, received: Received) -> Outcome:
         """A plaintext whose headers cannot be used: a problem-report back the way it came
         to a sender we know, a refusal to anyone else."""
         sender = received.sender
@@ -163,7 +161,7 @@ class PipelineV2:
         report = problems.problem_report(
             problems.code_for(exc.code), ctx.message.raw, [exc.description]
         )
-        ctx.replies = [ReplyV2(report, queueable=False)]
+        ctx.replies = [ReplyV2(report)]  # queued, as v1's, when it cannot go back
 
     def _pack(self, message: dict[str, Any], inbound: MessageV2) -> bytes:
         assert inbound.sender is not None
@@ -209,8 +207,6 @@ class PipelineV2:
             await _unsent(reply)
 
     async def _enqueue(self, connection: str, packed: bytes) -> None:
-        from mediator.errors import LimitExceeded
-
         try:
             await self.services.mailbox.enqueue(connection, packed, connection, confirm=False)
         except LimitExceeded as exc:
