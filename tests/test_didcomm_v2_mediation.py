@@ -425,3 +425,23 @@ async def test_did_web_serves_the_same_keys_and_its_key_id_is_read(
         await node.stop()
     async with dc_app.client() as client:  # a node without MEDIATOR_DID_WEB
         assert (await client.get("/.well-known/did.json")).status_code == 404
+
+
+async def test_a_queued_message_is_delivered_byte_for_byte_when_json_would_change_it(
+    dc_app: AppNode, mdid: str
+) -> None:
+    """A forwarded message with an integer past 64 bits: JSON would read it as a float and
+    write it back changed, so it goes as base64 of its bytes."""
+    wallet = WalletV2(dc_app, mdid)
+    await wallet.mediate()
+    inner = sealed_for(wallet.did, {"odd": 1})
+    odd = orjson.dumps(inner)[:-1] + b',"x":' + b"9" * 40 + b"}"
+    outer = v2("routing/2.0/forward", {"next": wallet.did}, to=[mdid])
+    outer["attachments"] = [{"id": "a", "data": {"base64": base64.urlsafe_b64encode(odd).decode()}}]
+    async with dc_app.client() as client:
+        sent = await client.post("/", content=orjson.dumps(pack(outer, mdid)), headers=ENCRYPTED)
+    assert sent.status_code == 202, sent.text
+    delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 1})
+    assert delivery is not None
+    data = delivery["attachments"][0]["data"]
+    assert "json" not in data and _b64(data["base64"]) == odd

@@ -90,16 +90,29 @@ async def status_request(ctx: ContextV2) -> None:
 
 def attachments(messages: list[ReceivedMessage]) -> list[dict[str, Any]]:
     """Each message as `data.json` (Veramo reads nothing else; Identus reads either), or
-    as `data.base64` when its bytes are no JSON object (never, for what forwards queue)."""
+    as `data.base64` when its bytes are no JSON object, or one with a number JSON would not
+    write back the same (an integer past 64 bits reads as a float): never changed."""
     out = []
     for m in messages:
         try:
             value = orjson.loads(m.body)
         except orjson.JSONDecodeError:
             value = None
-        data = {"json": value} if isinstance(value, dict) else {"base64": b64url(m.body)}
+        exact = isinstance(value, dict) and not _has_float(value)
+        data = {"json": value} if exact else {"base64": b64url(m.body)}
         out.append({"id": m.message_id, "data": data})
     return out
+
+
+def _has_float(value: Any, depth: int = 0) -> bool:
+    """Whether a float is anywhere in `value` (a JWE has none: its fields are strings)."""
+    if isinstance(value, float) or depth > 64:
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v, depth + 1) for v in value)
+    return False
 
 
 async def delivery_request(ctx: ContextV2) -> None:
