@@ -99,7 +99,9 @@ async def test_a_failover_under_traffic_loses_no_accepted_send(sentinels: Sentin
             seen: dict[str, dict[str, str]] = {}
             await collect(peer, 1, seen, wait=10)
             assert list(seen.values()) == [{"after": "failover"}]
-            assert loop.time() - answered < 1.0  # woken, not found by the 2 s re-check
+            # Woken, not found by the 2 s re-check (1.5 s: the suite beside it may slow the
+            # wake-up past a second, as it once did, 1.04 s).
+            assert loop.time() - answered < 1.5
             await peer.close()
 
             metrics = (await http_a.get("/metrics")).text + (await http_b.get("/metrics")).text

@@ -138,7 +138,8 @@ class AcaPyAgent:
         return [
             "--wallet-type", "askar",
             "--wallet-name", self.wallet_name,
-            "--wallet-key", self.wallet_key,
+            # One argument: a random key may begin with "-", which argparse takes for a flag.
+            f"--wallet-key={self.wallet_key}",
             "--auto-provision",
         ]  # fmt: skip
 
