@@ -1,5 +1,6 @@
-"""The DIDComm routes: `POST /`, `GET /invitation` and `GET /v2/invitation` (the WebSocket
-at `/` is `websocket.DidcommSocket`, a middleware)."""
+"""The DIDComm routes: `POST /`, `GET /invitation`, `GET /v2/invitation` and, with
+MEDIATOR_DID_WEB, `GET /.well-known/did.json` (the WebSocket at `/` is
+`websocket.DidcommSocket`, a middleware)."""
 
 from __future__ import annotations
 
