@@ -21,7 +21,9 @@ recipient always has fits a small listpack (docs/engine.md, Memory). What each f
     nq   a message came since its pending notification was last looked at
     nc   a claim of its notification not settled yet;  ni  the notification's id (retries)
     k:<32 raw bytes>   a registered recipient key (its keylist); its value is empty, or
-         the DID (or DID URL) a DIDComm v2 wallet registered it as
+         the DID (or DID URL) a DIDComm v2 wallet registered it as, which its keylist
+         query answers with (a did:peer:2 of a few hundred bytes makes that record a hash
+         table rather than a listpack: a v2 wallet's record costs more than a v1 one's)
 
 A connection carried over from another mediator (`mediator import`) also has:
 
