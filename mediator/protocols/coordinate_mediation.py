@@ -89,9 +89,10 @@ async def keylist_update(ctx: Context) -> None:
     ctx.reply("keylist-update-response", {"updated": results})
 
 
-async def keylist_query(ctx: Context) -> None:
-    connection = ctx.require_mediation()
-    paginate = ctx.message.body.get("paginate") or {}
+def page_asked(body: dict[str, Any]) -> tuple[int, int]:
+    """(offset, limit) of a keylist query's `paginate` (v1's and v2's alike): limit at most
+    PAGE_MAX; ProblemReport for a value that is no whole number >= 0."""
+    paginate = body.get("paginate") or {}
     if not isinstance(paginate, dict):
         raise ProblemReport("invalid-keylist-query", "paginate must be an object")
     limit = paginate.get("limit", PAGE_DEFAULT)
@@ -99,7 +100,12 @@ async def keylist_query(ctx: Context) -> None:
     for name, value in (("limit", limit), ("offset", offset)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ProblemReport("invalid-keylist-query", f"paginate.{name} must be >= 0")
-    limit = min(limit, PAGE_MAX)
+    return offset, min(limit, PAGE_MAX)
+
+
+async def keylist_query(ctx: Context) -> None:
+    connection = ctx.require_mediation()
+    offset, limit = page_asked(ctx.message.body)
     base58 = connection.keylist_base58  # imported from a mediator that answered so
     page, total = await ctx.services.store.keylist(connection.verkey, offset, limit)
     ctx.reply(

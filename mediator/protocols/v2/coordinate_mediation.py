@@ -17,7 +17,7 @@ from mediator.didcomm.v2.dids import MediatorV2
 from mediator.errors import ProblemReport
 from mediator.mediation import wallets_v2
 from mediator.mediation.record import DENIED, GRANTED
-from mediator.protocols.coordinate_mediation import MAX_UPDATES, PAGE_DEFAULT, PAGE_MAX, allowed
+from mediator.protocols.coordinate_mediation import MAX_UPDATES, allowed, page_asked
 from mediator.protocols.v2.context import ContextV2
 
 FAMILY = "coordinate-mediation"
@@ -72,15 +72,7 @@ async def keylist_update(ctx: ContextV2) -> None:
 
 async def keylist_query(ctx: ContextV2) -> None:
     connection = ctx.require_mediation()
-    paginate = ctx.message.body.get("paginate") or {}
-    if not isinstance(paginate, dict):
-        raise ProblemReport("invalid-keylist-query", "paginate must be an object")
-    limit = paginate.get("limit", PAGE_DEFAULT)
-    offset = paginate.get("offset", 0)
-    for field, value in (("limit", limit), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ProblemReport("invalid-keylist-query", f"paginate.{field} must be >= 0")
-    limit = min(limit, PAGE_MAX)
+    offset, limit = page_asked(ctx.message.body)
     # What each key was registered as; a v1 registration of the same wallet as its did:key.
     names = list(
         dict.fromkeys(
