@@ -22,6 +22,34 @@ from tests.topologies import LocalCluster, SentinelSet
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+# The databases of the session's server that modules keep apart, in one list so that no two
+# share one by accident (a MONITOR, a worker's leases or a pusher would see the other's
+# traffic). Database 0 is the modules' shared one. The push suites share 15: each empties it
+# first, and none of them watches what another module's process does there.
+DATABASES = {
+    "import-command": 1,
+    "scale": 2,
+    "isolated": 3,
+    "abuse-limits": 4,
+    "ops-metrics": 5,
+    "ops-nodes": 6,
+    "worker-upkeep": 7,
+    "worker-lease": 8,
+    "worker-check": 9,
+    "deployment-metrics": 10,
+    "monitoring": 11,
+    "credo-push": 12,
+    "notifications": 13,
+    "mqs-openapi": 14,
+    "push": 15,
+}
+assert len(set(DATABASES.values())) == len(DATABASES)
+
+
+def database_url(url: str, name: str) -> str:
+    """A standalone server's `url` with the database that DATABASES names `name`."""
+    return url.rsplit("/", 1)[0] + f"/{DATABASES[name]}"
+
 
 def missing(reason: str) -> None:
     """Skip on a laptop, fail in CI: nothing may be skipped for a missing server there."""
@@ -95,17 +123,16 @@ class RedisUnderTest:
         else:
             redis.Redis.from_url(self.url).flushall()
 
-    def isolated_url(self, db: int = 3) -> str:
-        """Storage no other test module writes to: database `db` (3 unless a test needs one
-        apart from its module's), or (Redis Cluster has only database 0) a cluster of its
-        own."""
+    def isolated_url(self, name: str = "isolated") -> str:
+        """Storage no other test module writes to: the database DATABASES names `name`, or
+        (Redis Cluster has only database 0) a cluster of its own."""
         if self.topology == "cluster":
             assert self._tmp is not None
             root = Path(self._tmp.name) / f"isolated-{len(self._deployments)}"
             return self._deploy(root, os.environ.get("MEDIATOR_TEST_REDIS_SERVER", "")).url
         if self.topology == "standalone":
-            return self.url.rsplit("/", 1)[0] + f"/{db}"
-        return self.url + f"/{db}"
+            return database_url(self.url, name)
+        return self.url + f"/{DATABASES[name]}"
 
     def stop(self) -> None:
         if self._container is not None:

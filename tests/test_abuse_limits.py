@@ -311,7 +311,7 @@ async def test_bytes_a_sender_has_queued_are_limited_cluster_wide(
     lags; another sender is not; everything accepted is there; once the recipients took
     the messages, the sender is accepted again. On storage of its own: every worker there
     must have the nodes' limit (the module's other nodes have the default)."""
-    url = redis_server.isolated_url(db=4)
+    url = redis_server.isolated_url("abuse-limits")
     backend = Backend(url)
     await backend.start()
     await backend.client.flushdb()

@@ -18,11 +18,10 @@ from mediator.engine import keys
 from tests.eventually import eventually
 from tests.scrape import samples as _samples
 from tests.scrape import value as _value
-from tests.servers import MetricsWorker, Node, RedisUnderTest
+from tests.servers import MetricsWorker, Node, RedisUnderTest, database_url
 
 pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
 
-DB = 10
 PARTITIONS = 8
 
 
@@ -47,7 +46,7 @@ def _worker(redis_url: str, health: Path) -> MetricsWorker:
 
 @pytest.fixture
 def db_url(redis_server: RedisUnderTest) -> Iterator[str]:
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    url = database_url(redis_server.url, "deployment-metrics")
     redis.Redis.from_url(url).flushdb()
     yield url
 

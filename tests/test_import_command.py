@@ -13,7 +13,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -31,6 +30,7 @@ from mediator.didcomm.keys import KeyPair
 from mediator.engine import keys
 from tests.didcomm_peer import ENVELOPE, attachments, connected_peer, message
 from tests.inprocess import AppNode
+from tests.servers import database_url
 from tests.test_imports import _mobile
 from tests.topologies import LocalCluster, SentinelSet
 
@@ -158,8 +158,7 @@ def test_a_run_killed_halfway_and_run_again_imports_everything_once(
 def _empty_database(redis_url: str) -> str:
     """A database of the session's server no other test uses (the import refuses one that
     holds wallets), emptied."""
-    parts = urlsplit(redis_url)
-    url = parts._replace(path="/14").geturl()
+    url = database_url(redis_url, "import-command")
     client = redis.Redis.from_url(url)
     client.flushdb()
     client.close()

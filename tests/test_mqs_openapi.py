@@ -15,11 +15,10 @@ import httpx
 import pytest
 import redis
 
-from tests.servers import Node, RedisUnderTest
+from tests.servers import Node, RedisUnderTest, database_url
 from tests.soak import fuzz_mqs
 
 TOKEN = "openapi-test-token"
-DB = 14
 SEED = 20_240_601
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.full]
@@ -29,7 +28,7 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.full]
 def storage(redis_server: RedisUnderTest) -> str:
     if redis_server.topology == "cluster":
         return redis_server.isolated_url()  # Redis Cluster has only database 0
-    return redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    return database_url(redis_server.url, "mqs-openapi")
 
 
 def _flush(url: str) -> None:

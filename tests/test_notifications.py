@@ -33,9 +33,8 @@ from tests.providers.fcm import FcmServer
 from tests.providers.fixtures import ApnsServers
 from tests.providers.webhook import WebhookServer, verify_signature
 from tests.scrape import value
-from tests.servers import MetricsWorker, Node, RedisUnderTest
+from tests.servers import MetricsWorker, Node, RedisUnderTest, database_url
 
-DB = 13  # its own: DB 11 is the monitoring suite's, whose workers would hold the leases
 FAST = {
     "MEDIATOR_NOTIFY_DELAY_SECONDS": "0.5",
     "MEDIATOR_NOTIFY_INTERVAL_SECONDS": "3",
@@ -56,7 +55,7 @@ APNS_TOKEN = "a1b2c3d4" * 8
 @pytest.fixture
 def db_url(redis_server: RedisUnderTest) -> Iterator[str]:
     """Storage of its own: no other module's node or worker runs these notifications."""
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    url = database_url(redis_server.url, "notifications")
     redis.Redis.from_url(url).flushdb()
     yield url
 

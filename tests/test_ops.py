@@ -29,12 +29,10 @@ from mediator.embedded import free_port
 from mediator.settings import Settings, env_name, settings_fields
 from tests.mqs_client import create, queue_headers, send
 from tests.scrape import value as _value
-from tests.servers import Node, RedisUnderTest, start_binary_server
+from tests.servers import Node, RedisUnderTest, database_url, start_binary_server
 
 pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
 
-METRICS_DB = 5
-NODES_DB = 6
 KNOWN_ROUTES = {
     "/",
     "/queues",
@@ -49,8 +47,8 @@ KNOWN_ROUTES = {
 }
 
 
-def _db_url(server: RedisUnderTest, db: int) -> str:
-    return server.url.rsplit("/", 1)[0] + f"/{db}"
+def _db_url(server: RedisUnderTest, name: str) -> str:
+    return database_url(server.url, name)
 
 
 def _log_lines(node: Node) -> list[dict]:
@@ -78,7 +76,7 @@ def _wait_for(predicate, timeout: float = 5.0, interval: float = 0.1):  # type: 
 
 @pytest.fixture(scope="module")
 def nodes_db_url(redis_server: RedisUnderTest) -> str:
-    url = _db_url(redis_server, NODES_DB)
+    url = _db_url(redis_server, "ops-nodes")
     redis.Redis.from_url(url).flushdb()
     return url
 
@@ -150,7 +148,7 @@ def _families(text: str) -> dict[str, list]:
 
 @pytest.fixture(scope="module")
 def metrics_node(redis_server: RedisUnderTest, tmp_path_factory: pytest.TempPathFactory):
-    url = _db_url(redis_server, METRICS_DB)
+    url = _db_url(redis_server, "ops-metrics")
     redis.Redis.from_url(url).flushdb()
     health = tmp_path_factory.mktemp("metrics-node") / "worker.health"
     node = Node(

@@ -628,13 +628,9 @@ FAST = {
 
 
 def database_15(server: RedisUnderTest) -> str:
-    """Storage of this module's nodes alone (Redis Cluster has only database 0: a cluster
-    of its own)."""
-    if server.topology == "cluster":
-        return server.isolated_url()
-    if server.topology == "standalone":
-        return server.url.rsplit("/", 1)[0] + "/15"
-    return server.url + "/15"
+    """Storage of the push suites' nodes alone (Redis Cluster has only database 0: a
+    cluster of its own)."""
+    return server.isolated_url("push")
 
 
 @pytest.fixture

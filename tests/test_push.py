@@ -42,11 +42,7 @@ ALLOW_LOOPBACK_SETTINGS = {"outbound_allow": "127.0.0.0/8"}
 
 
 def database_15(server: RedisUnderTest) -> str:
-    if server.topology == "cluster":
-        return server.isolated_url()  # database 0 only: a cluster of its own
-    if server.topology == "standalone":
-        return server.url.rsplit("/", 1)[0] + "/15"
-    return server.url + "/15"
+    return server.isolated_url("push")  # Redis Cluster: a cluster of its own
 
 
 @pytest.fixture(scope="module")

@@ -20,14 +20,11 @@ import redis
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.storage.clients import Backend
-from tests.servers import MediatorProcess, RedisUnderTest
+from tests.servers import MediatorProcess, RedisUnderTest, database_url
 
 pytestmark = pytest.mark.full  # starts processes: the full tier (tests/tiers.py)
 
 PARTITIONS = 8
-UPKEEP_DB = 7
-LEASE_DB = 8
-CHECK_DB = 9
 
 
 class WorkerProcess(MediatorProcess):
@@ -60,8 +57,8 @@ class WorkerProcess(MediatorProcess):
         return self
 
 
-def _db_url(server: RedisUnderTest, db: int) -> str:
-    url = server.url.rsplit("/", 1)[0] + f"/{db}"
+def _db_url(server: RedisUnderTest, name: str) -> str:
+    url = database_url(server.url, name)
     redis.Redis.from_url(url).flushdb()
     return url
 
@@ -106,7 +103,7 @@ def _wait(predicate, timeout: float, interval: float = 0.1):  # type: ignore[no-
 def test_workers_split_the_partitions_and_take_over_a_killed_ones(
     redis_server: RedisUnderTest, tmp_path: Path
 ):
-    url = _db_url(redis_server, LEASE_DB)
+    url = _db_url(redis_server, "worker-lease")
     r = redis.Redis.from_url(url)
     workers = [WorkerProcess(url, f"lw{i}", tmp_path).start() for i in range(3)]
     try:
@@ -158,7 +155,7 @@ def test_workers_split_the_partitions_and_take_over_a_killed_ones(
 
 @pytest.fixture(scope="module")
 def upkeep_url(redis_server: RedisUnderTest) -> str:
-    return _db_url(redis_server, UPKEEP_DB)
+    return _db_url(redis_server, "worker-upkeep")
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +301,7 @@ def _check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_check_reports_whether_a_worker_is_ticking(redis_server: RedisUnderTest, tmp_path: Path):
-    worker = WorkerProcess(_db_url(redis_server, CHECK_DB), "checked", tmp_path)
+    worker = WorkerProcess(_db_url(redis_server, "worker-check"), "checked", tmp_path)
     env = worker.env
 
     missing = _check(env)

@@ -38,12 +38,8 @@ NODE_ENV = {"MEDIATOR_OUTBOUND_ALLOW": "127.0.0.0/8", "MEDIATOR_LOG_LEVEL": "deb
 
 @pytest.fixture(scope="module")
 def db_url(redis_server: RedisUnderTest) -> str:
-    """Database 15 (Redis Cluster has only database 0: a cluster of its own)."""
-    if redis_server.topology == "cluster":
-        return redis_server.isolated_url()
-    if redis_server.topology == "standalone":
-        return redis_server.url.rsplit("/", 1)[0] + "/15"
-    return redis_server.url + "/15"
+    """The push suites' database (Redis Cluster has only database 0: a cluster of its own)."""
+    return redis_server.isolated_url("push")
 
 
 @pytest.fixture(scope="module")

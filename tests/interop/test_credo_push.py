@@ -20,11 +20,10 @@ from tests.interop.credo import CredoAgent, CredoError, credo_install_dir
 from tests.interop.settled import Mailboxes, invitation_key
 from tests.providers.fcm import FcmServer
 from tests.providers.fixtures import ApnsServers
-from tests.servers import Node, RedisUnderTest
+from tests.servers import Node, RedisUnderTest, database_url
 
 pytestmark = pytest.mark.interop
 
-DB = 12
 FCM_TOKEN = "credo-wallet-token:APA91b" + "q" * 100
 APNS_TOKEN = "0f1e2d3c" * 8
 
@@ -33,7 +32,7 @@ APNS_TOKEN = "0f1e2d3c" * 8
 def node_env(redis_server: RedisUnderTest) -> Iterator[dict[str, str]]:
     """Storage of its own, and a node's quick notification settings."""
     credo_install_dir()
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    url = database_url(redis_server.url, "credo-push")
     redis.Redis.from_url(url).flushdb()
     yield {
         "redis_url": url,

@@ -18,9 +18,8 @@ from mediator.embedded import free_port
 from tests.didcomm_peer import Peer, mediator_key
 from tests.eventually import eventually
 from tests.monitoring.prometheus import until
-from tests.servers import MetricsWorker, Node, RedisUnderTest
+from tests.servers import MetricsWorker, Node, RedisUnderTest, database_url
 
-DB = 11
 PARTITIONS = 4
 FAST = {
     "MEDIATOR_WORKER_PARTITIONS": str(PARTITIONS),
@@ -57,7 +56,7 @@ class Deployment:
 def deployment(
     redis_server: RedisUnderTest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    url = database_url(redis_server.url, "monitoring")
     redis.Redis.from_url(url).flushdb()
     health = tmp_path_factory.mktemp("monitoring") / "worker.health"
     started: list[Node | MetricsWorker] = []
