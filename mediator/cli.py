@@ -153,8 +153,16 @@ async def _migrate(settings: Settings, *, dry_run: bool, force: bool) -> Any:
     help="The DIDComm v2 invitation instead (Out-of-Band 2.0 from the mediator's did:peer:2, "
     "for v2 wallets such as Identus and Veramo).",
 )
+@click.option(
+    "--v2-did",
+    type=click.Choice(["peer2", "peer4"]),
+    default="peer2",
+    show_default=True,
+    help="With --v2: the invitation from the did:peer:2, or from the long-form did:peer:4 of "
+    "the same keys and services.",
+)
 @settings_options("invitation")
-def invitation(as_json: bool, v2: bool, **options: Any) -> None:
+def invitation(as_json: bool, v2: bool, v2_did: str, **options: Any) -> None:
     """Print the mediator's Out-of-Band invitation URL, for wallets to connect with.
 
     With --redis-url it is computed here: the invitation imported from the mediator this one
@@ -162,11 +170,12 @@ def invitation(as_json: bool, v2: bool, **options: Any) -> None:
     --no-invitation-multi-use); with only --key-seed, our multi-use one is computed here;
     otherwise it is asked of the node running at --endpoint (default http://127.0.0.1:8080).
     --json prints the invitation itself and its legacy connections 1.0 (?c_i=) URL too.
-    --v2 prints the DIDComm v2 invitation (`_oob=`), from the same identity.
+    --v2 prints the DIDComm v2 invitation (`_oob=`), from the same identity (--v2-did peer4:
+    from its did:peer:4).
     """
     settings = build_settings(options)
     try:
-        data = asyncio.run(_v2_invitation(settings) if v2 else _invitation(settings))
+        data = asyncio.run(_v2_invitation(settings, v2_did) if v2 else _invitation(settings))
     except (MediatorError, OSError, ValueError) as exc:
         fail(exc)
     click.echo(json.dumps(data, indent=2) if as_json else data["invitation_url"])
@@ -205,19 +214,20 @@ async def _identity_seed(settings: Settings) -> bytes:
         return (await load_identity(backend.client, "")).sigkey[:32]
 
 
-async def _v2_invitation(settings: Settings) -> dict[str, Any]:
+async def _v2_invitation(settings: Settings, form: str) -> dict[str, Any]:
     from mediator.didcomm.identity import from_seed_setting
     from mediator.transport.routes import v2_invitation
 
     didcomm = settings.didcomm
     endpoints = (settings.public_endpoint, settings.public_ws_endpoint)
     if didcomm.key_seed:
-        return v2_invitation(from_seed_setting(didcomm.key_seed), endpoints, didcomm)
+        return v2_invitation(from_seed_setting(didcomm.key_seed), endpoints, didcomm, form)
     if not settings.redis.url:
         import httpx
 
         async with httpx.AsyncClient(timeout=10) as client:
-            response = await client.get(settings.public_endpoint.rstrip("/") + "/v2/invitation")
+            url = settings.public_endpoint.rstrip("/") + "/v2/invitation"
+            response = await client.get(url, params={"did": form})
             response.raise_for_status()
             answer: dict[str, Any] = response.json()
             return answer
@@ -226,7 +236,7 @@ async def _v2_invitation(settings: Settings) -> dict[str, Any]:
 
     async with runtime.connected(settings.redis.url) as backend:
         identity = await load_identity(backend.client, didcomm.key_seed)
-    return v2_invitation(identity, endpoints, didcomm)
+    return v2_invitation(identity, endpoints, didcomm, form)
 
 
 async def _invitation(settings: Settings) -> dict[str, Any]:

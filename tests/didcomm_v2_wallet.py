@@ -15,6 +15,7 @@ import httpx
 import orjson
 
 from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
+from mediator.didcomm.v2.identity import multikey
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack, unpack
 from tests.inprocess import AppNode
@@ -42,14 +43,20 @@ def v2(name: str, body: dict[str, Any] | None = None, **headers: Any) -> dict[st
 
 
 class WalletV2:
-    def __init__(self, node: AppNode, mediator: str, keys: KeyPair | None = None) -> None:
+    """`curve`: its key agreement key's (a NIST one is a fresh key, not the KeyPair's)."""
+
+    def __init__(
+        self, node: AppNode, mediator: str, keys: KeyPair | None = None, curve: str = "X25519"
+    ) -> None:
         self.node = node
         self.mediator = mediator
         self.keys = keys or KeyPair.from_seed(uuid.uuid4().bytes * 2)
-        x = "z" + b58encode(X25519_MULTICODEC + self.keys.x25519_public)
+        if curve == "X25519":
+            self.agreement = PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
+        else:
+            self.agreement = PrivateKey.generate(curve)
         ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        self.did = f"did:peer:2.E{x}.V{ed}"
-        self.agreement = PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
+        self.did = f"did:peer:2.E{multikey(self.agreement.public)}.V{ed}"
 
     def pack(self, message: dict[str, Any]) -> bytes:
         message = {"from": self.did, "to": [self.mediator], **message}

@@ -19,11 +19,11 @@ from mediator.didcomm.v2 import jwe, jws
 from mediator.didcomm.v2.dids import (
     DIDCOMM_V2,
     P256_MULTICODEC,
-    MediatorV2,
     Service,
     resolve,
 )
-from mediator.didcomm.v2.jwk import PrivateKey
+from mediator.didcomm.v2.identity import ORDERS, MediatorV2, derived_nist_key
+from mediator.didcomm.v2.jwk import NIST, PrivateKey
 from mediator.errors import DidError
 
 SEED = bytes(range(32))
@@ -64,6 +64,32 @@ def test_the_mediators_did_is_the_same_for_a_seed_and_encrypts_and_signs() -> No
     assert verifying is not None
     parsed = jws.parse(signed)
     assert parsed.verify(parsed.signatures[0], verifying) == b"{}"
+
+
+def test_the_nist_keys_are_derived_from_the_seed_and_agree() -> None:
+    """P-256 (#key-3) and P-384 (#key-4): the same for a seed, other for another, each a
+    scalar below its curve's order, and what is encrypted to them opens."""
+    endpoints = ("https://mediator.example/",)
+    one = MediatorV2(KeyPair.from_seed(SEED), endpoints, nist=True)
+    again = MediatorV2(KeyPair.from_seed(SEED), endpoints, nist=True)
+    other = MediatorV2(KeyPair.from_seed(bytes(32)), endpoints, nist=True)
+    doc = resolve(one.did)
+    for fragment, crv in (("key-3", "P-256"), ("key-4", "P-384")):
+        key = one.agreement_keys[fragment]
+        assert key.crv == crv and key.public == again.agreement_keys[fragment].public
+        assert key.public != other.agreement_keys[fragment].public
+        assert doc.agreement_key(f"{one.did}#{fragment}") == key.public
+        with pytest.raises(ValueError):  # the order itself is no scalar: ORDERS is right
+            ec.derive_private_key(ORDERS[crv], NIST[crv])
+        kid = f"{one.did}#{fragment}"
+        sealed = jwe.encrypt(b"ping", [(kid, key.public)])
+        assert jwe.parse(sealed).decrypt(kid, key) == b"ping"
+    assert one.sender_for("P-384") == (f"{one.did}#key-4", one.agreement_keys["key-4"])
+    assert one.sender_for("P-521") is None
+    unlisted = MediatorV2(KeyPair.from_seed(SEED), endpoints)  # the default
+    assert [k.agreement.crv for k in resolve(unlisted.did).agreement if k.agreement] == ["X25519"]
+    assert unlisted.sender_for("P-256") is None  # a P-256 peer gets anoncrypt
+    assert derived_nist_key(SEED, "P-256").public != derived_nist_key(SEED, "P-384").public
 
 
 def test_another_seed_or_endpoint_is_another_did() -> None:

@@ -9,7 +9,7 @@ import orjson
 
 from mediator.didcomm.envelope import b64url_decode
 from mediator.didcomm.keys import KeyPair
-from mediator.didcomm.v2.dids import MediatorV2
+from mediator.didcomm.v2.identity import MediatorV2
 from mediator.didcomm.v2.invitation import TYPE, invitation, invitation_url
 
 MEDIATOR = MediatorV2(KeyPair.from_seed(bytes(32)), ("https://m.example/", "wss://m.example/"))

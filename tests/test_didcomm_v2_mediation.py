@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
 
-from mediator.didcomm.keys import X25519_MULTICODEC, KeyPair, b58encode, verkey_to_did_key
+from mediator.didcomm.keys import KeyPair, verkey_to_did_key
 from mediator.didcomm.v2 import dids, jwe
-from mediator.didcomm.v2.dids import MediatorV2
-from mediator.didcomm.v2.jwk import PrivateKey
+from mediator.didcomm.v2.identity import MediatorV2
+from mediator.didcomm.v2.jwk import PrivateKey, PublicKey
 from mediator.didcomm.v2.unpack import pack, unpack
 from mediator.engine import keys
 from mediator.storage.clients import RedisClient
@@ -51,6 +52,27 @@ def _carried(attachment: dict[str, Any]) -> bytes:
     return orjson.dumps(attachment["data"]["json"])
 
 
+async def _ping_as(wallet: WalletV2, did: str, key: PublicKey | None) -> dict[str, Any]:
+    """A trust ping encrypted to our `key` as `did#key-1` (a DID the test cannot resolve: a
+    did:web, a short did:peer:4); the answer, checked to be authcrypted from that kid, and
+    opened with the key the test knows."""
+    assert key is not None
+    message = {**v2("trust-ping/2.0/ping", return_route="all"), "from": wallet.did, "to": [did]}
+    sealed = jwe.encrypt(
+        orjson.dumps(message),
+        [(f"{did}#key-1", key)],
+        sender=(f"{wallet.did}#key-1", wallet.agreement),
+    )
+    answer = await wallet.post(orjson.dumps(sealed))
+    assert answer.status_code == 200
+    parsed = jwe.parse(answer.content)
+    assert parsed.sender_kid == f"{did}#key-1"
+    opened: dict[str, Any] = orjson.loads(
+        parsed.decrypt(f"{wallet.did}#key-1", wallet.agreement, key)
+    )
+    return opened
+
+
 def _delivered(wallet: WalletV2, delivery: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages a delivery carried, opened by the wallet (each a basic message)."""
     return [wallet.open(_carried(a))["body"]["content"] for a in delivery["attachments"]]
@@ -70,7 +92,9 @@ async def test_the_v2_invitation_names_the_mediators_did_with_both_endpoints(
     doc = dids.resolve(mdid)
     uris = [s.uri for s in doc.services]
     assert uris[0] == dc_app.base and uris[1].startswith("ws")
+    # X25519 alone by default (MEDIATOR_V2_NIST_KEYS lists P-256 and P-384 after it).
     assert [doc.kid(k) for k in doc.agreement] == [f"{mdid}#key-1"]
+    assert [doc.kid(k) for k in doc.authentication] == [f"{mdid}#key-2"]
 
 
 async def test_mediation_keylist_forward_and_pickup_3(dc_app: AppNode, mdid: str) -> None:
@@ -397,30 +421,18 @@ async def test_did_web_serves_the_same_keys_and_its_key_id_is_read(
             document = (await client.get("/.well-known/did.json")).json()
             peer_did = (await client.get("/v2/invitation")).json()["did"]
         did = "did:web:mediator.example%3A8443"
-        assert document["id"] == did and document["keyAgreement"] == [f"{did}#key-1"]
+        assert document["id"] == did
+        assert document["keyAgreement"] == [f"{did}#key-1"]
         peer = dids.resolve(peer_did)
         methods = {
             m["id"].split("#")[1]: m["publicKeyMultibase"] for m in document["verificationMethod"]
         }
-        assert methods["key-1"] == "z" + b58encode(
-            X25519_MULTICODEC + peer.agreement[0].agreement.x
-        )
+        assert [methods["key-1"]] == [k.multibase for k in peer.agreement]
         assert [s["serviceEndpoint"]["uri"] for s in document["service"]] == [
             s.uri for s in peer.services
         ]
-        wallet = WalletV2(node, peer_did)
-        key = peer.agreement[0].agreement
-        assert key is not None
-        message = {**v2("trust-ping/2.0/ping", return_route="all"), "from": wallet.did, "to": [did]}
-        web = jwe.encrypt(
-            orjson.dumps(message),
-            [(f"{did}#key-1", key)],
-            sender=(f"{wallet.did}#key-1", wallet.agreement),
-        )
-        answer = await wallet.post(orjson.dumps(web))
-        assert answer.status_code == 200 and wallet.open(answer.content)["type"].endswith(
-            "ping-response"
-        )
+        pong = await _ping_as(WalletV2(node, peer_did), did, peer.agreement[0].agreement)
+        assert pong["type"].endswith("ping-response") and pong["from"] == did
     finally:
         await node.stop()
     async with dc_app.client() as client:  # a node without MEDIATOR_DID_WEB
@@ -445,3 +457,84 @@ async def test_a_queued_message_is_delivered_byte_for_byte_when_json_would_chang
     assert delivery is not None
     data = delivery["attachments"][0]["data"]
     assert "json" not in data and _b64(data["base64"]) == odd
+
+
+@pytest.fixture(scope="module")
+async def nist_app(redis_url: str) -> AsyncIterator[AppNode]:
+    """A node whose DIDs list the NIST keys (MEDIATOR_V2_NIST_KEYS)."""
+    node = await AppNode(redis_url, "nist", v2_nist_keys=True).start()
+    yield node
+    await node.stop()
+
+
+async def test_the_nist_keys_are_listed_after_x25519_when_asked(nist_app: AppNode) -> None:
+    mdid = await mediator_did(nist_app)
+    doc = dids.resolve(mdid)
+    # X25519 first (a sender that takes the first key takes it), then P-256 and P-384.
+    assert [doc.kid(k) for k in doc.agreement] == [f"{mdid}#key-{n}" for n in (1, 3, 4)]
+    assert [k.agreement.crv for k in doc.agreement if k.agreement] == ["X25519", "P-256", "P-384"]
+    assert [doc.kid(k) for k in doc.authentication] == [f"{mdid}#key-2"]
+    async with nist_app.client() as client:
+        peer4 = (await client.get("/v2/invitation", params={"did": "peer4"})).json()["did"]
+        document = (await client.get(f"/v2/did/{peer4}")).json()
+    assert document["keyAgreement"] == [f"{peer4}#key-{n}" for n in (1, 3, 4)]
+
+
+@pytest.mark.parametrize("curve", ["P-256", "P-384"])
+async def test_a_wallet_on_a_nist_curve_is_mediated_and_answered_on_its_curve(
+    nist_app: AppNode, curve: str
+) -> None:
+    """A wallet whose key agreement key is P-256 or P-384 authcrypts to our key on its
+    curve; we answer authcrypted from that key; forwards to it reach it."""
+    dc_app, mdid = nist_app, await mediator_did(nist_app)
+    wallet = WalletV2(dc_app, mdid, curve=curve)
+    await wallet.mediate()
+    ping = wallet.pack(v2("trust-ping/2.0/ping", {"response_requested": True}, return_route="all"))
+    assert (
+        orjson.loads(ping)["recipients"][0]["header"]["kid"]
+        == f"{mdid}#key-{3 if curve == 'P-256' else 4}"
+    )
+    answer = await wallet.post(ping)
+    assert answer.status_code == 200
+    protected = orjson.loads(_b64(orjson.loads(answer.content)["protected"]))
+    assert protected["alg"].startswith("ECDH-1PU") and protected["epk"]["crv"] == curve
+    assert protected["skid"] == f"{mdid}#key-{3 if curve == 'P-256' else 4}"
+    assert wallet.open(answer.content)["type"].endswith("trust-ping/2.0/ping-response")
+
+    sent = await forward_v2(dc_app, mdid, wallet.did, sealed_for(wallet.did, {"on": curve}))
+    assert sent.status_code == 202
+    delivery = await wallet.send("messagepickup/3.0/delivery-request", {"limit": 10})
+    assert delivery is not None and _delivered(wallet, delivery) == [{"on": curve}]
+
+
+async def test_our_did_peer_4_resolves_and_messages_to_it_are_answered_from_it(
+    dc_app: AppNode, mdid: str
+) -> None:
+    """The long-form did:peer:4 of the same keys: an invitation from it, both forms resolved
+    at /v2/did/, and a message encrypted to either form answered from that form."""
+    async with dc_app.client() as client:
+        answer = (await client.get("/v2/invitation", params={"did": "peer4"})).json()
+        long = answer["did"]
+        short = long.rsplit(":", 1)[0]
+        assert answer["invitation"]["from"] == long and long.startswith("did:peer:4")
+        assert answer["dids"] == [mdid, long, short]
+        by_short = await client.get(f"/v2/did/{short}")
+        by_long = (await client.get(f"/v2/did/{long}")).json()
+        assert (await client.get("/v2/did/did:peer:4zQmNotOurs")).status_code == 404
+        bad = await client.get("/v2/invitation", params={"did": "peer9"})
+        assert bad.status_code == 400 and bad.json()["code"] == "bad-request"
+    assert by_short.status_code == 200
+    assert by_short.headers["content-type"].startswith("application/did+json")
+    document = by_short.json()
+    assert document["id"] == short and document["alsoKnownAs"] == [long]
+    assert by_long["id"] == long and by_long["alsoKnownAs"] == [short]
+    assert document["keyAgreement"] == [f"{short}#key-1"]
+    # The same keys as the did:peer:2's.
+    peer2, peer4 = dids.resolve(mdid), dids.resolve(long)
+    assert [k.agreement for k in peer4.agreement] == [k.agreement for k in peer2.agreement]
+    assert [s.uri for s in peer4.services] == [s.uri for s in peer2.services]
+
+    wallet = WalletV2(dc_app, long)
+    pong = await wallet.send("trust-ping/2.0/ping", {"response_requested": True})
+    assert pong is not None and pong["from"] == long
+    assert (await _ping_as(wallet, short, peer4.agreement[0].agreement))["from"] == short

@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from mediator.didcomm.envelope import b64url_encode
 from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
 from mediator.didcomm.v2 import jwe, jws
-from mediator.didcomm.v2.dids import MediatorV2, resolve
+from mediator.didcomm.v2.dids import resolve
+from mediator.didcomm.v2.identity import MediatorV2
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack, unpack
 from mediator.errors import EnvelopeError, NotAddressedHere

@@ -13,6 +13,7 @@ from mediator.didcomm.identity import connection_key
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.mediator_did import MediatorDid
 from mediator.didcomm.message import Message, new_id
+from mediator.didcomm.v2.identity import MediatorV2, mediator_v2
 from mediator.engine import Engine
 from mediator.engine.model import ReceivedMessage
 from mediator.engine.wakeups import WakeHub
@@ -68,6 +69,11 @@ class Services:
     def did_for(self, connection: str) -> MediatorDid:
         """Our DID and documents on that connection."""
         return MediatorDid(self.keys_for(connection), self.endpoints)
+
+    @property
+    def v2(self) -> MediatorV2:
+        """Our DIDComm v2 identity (mediator/didcomm/v2/identity.py)."""
+        return mediator_v2(self.identity, self.endpoints, self.didcomm.v2_nist_keys)
 
 
 CONNECTION_MEMORY_SECONDS = 5.0  # how long a persistent session trusts its copy of a record

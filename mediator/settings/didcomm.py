@@ -49,6 +49,13 @@ class DidcommSettings:
         "did:web (the did:peer:2 stays the invitation's). Empty: not served.",
         scope="serve",
     )
+    v2_nist_keys: bool = setting(
+        False,
+        "List P-256 and P-384 key agreement keys (derived from the key seed) in the "
+        "mediator's DIDComm v2 DIDs beside X25519, for v2 wallets that speak only the NIST "
+        "curves. Off by default: Identus 7 cannot resolve a did:peer:2 with a NIST key. "
+        "Turning it on or off changes the DIDs; messages to either form are read.",
+    )
     allow_plaintext: bool = setting(
         False,
         "Accept unencrypted JSON messages (application/json) for forward, noop and trust "

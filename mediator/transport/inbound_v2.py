@@ -18,10 +18,11 @@ from typing import Any
 import orjson
 
 from mediator.didcomm.v2 import problem as problems
-from mediator.didcomm.v2.dids import MediatorV2, multikey_x25519, resolve
+from mediator.didcomm.v2.dids import resolve
+from mediator.didcomm.v2.identity import multikey_x25519
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.message import MessageV2
-from mediator.didcomm.v2.unpack import Received, pack, unpack
+from mediator.didcomm.v2.unpack import Received, first_agreement_curve, pack, unpack
 from mediator.errors import DidError, EnvelopeError, LimitExceeded, ProblemReport, QueueError
 from mediator.mediation import wallets_v2
 from mediator.mediation.store import Connection
@@ -38,31 +39,37 @@ ENCRYPTED = "application/didcomm-encrypted+json"
 class PipelineV2:
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.mediator = MediatorV2(services.identity, services.endpoints)
+        self.mediator = services.v2
+        self.our_dids = self.mediator.dids(services.didcomm.did_web)
+        # Our key agreement keys by every kid a sender may write: under each of our DIDs,
+        # or the fragment alone (some libraries keep only that).
+        keys = self.mediator.agreement_keys
+        self._kids: dict[str, PrivateKey] = {
+            f"{did}#{fragment}": key
+            for fragment, key in keys.items()
+            for did in (*self.our_dids, "")
+        }
+        self._by_public = {key.public: key for key in keys.values()}
         self._ours_x = ".E" + multikey_x25519(services.identity.x25519_public)
-        host = services.didcomm.did_web
-        self._web_kid = f"did:web:{host.replace(':', '%3A')}#key-1" if host else None
 
     def _ours(self, kid: str) -> PrivateKey | None:
-        """Our key agreement key, by the kid a sender wrote: the DID URL (some libraries
-        keep only the fragment), also of our DID as another node writes it (its services
-        name its own endpoints where the nodes are not behind one address): any did:peer:2
-        whose key with that id is ours."""
-        mediator = self.mediator
-        if kid == mediator.agreement_kid or kid == "#key-1" or kid == self._web_kid:
-            return mediator.agreement
+        """Our key agreement key, by the kid a sender wrote; also under our did:peer:2 as
+        another node writes it (its services name its own endpoints where the nodes are not
+        behind one address): any did:peer:2 with our X25519 key whose key so named is ours."""
+        found = self._kids.get(kid)
+        if found is not None:
+            return found
         if kid.startswith("did:peer:2") and self._ours_x in kid:
             try:
                 key = resolve(kid.split("#", 1)[0]).agreement_key(kid)
             except DidError:
                 return None
-            if key is not None and key.x == mediator.agreement.public.x:
-                return mediator.agreement
+            return None if key is None else self._by_public.get(key)
         return None
 
     async def handle(self, data: dict[str, Any], session: Session, capacity: int | None) -> Outcome:
         try:
-            received = unpack(data, self._ours, (self.mediator.did,))
+            received = unpack(data, self._ours, self.our_dids)
         except (EnvelopeError, DidError) as exc:
             return Outcome(refusal=Refusal(400, "unreadable-envelope", str(exc)), v2=True)
         if not received.layers and not self.services.didcomm.allow_plaintext:
@@ -152,7 +159,8 @@ class PipelineV2:
             problems.code_for(exc.code), received.message, [exc.description]
         )
         try:
-            packed = self._pack_to(report, sender, received.tagless)
+            addressed = (received.recipient_kid or "").split("#", 1)[0]
+            packed = self._pack_to(report, sender, received.tagless, addressed)
         except (DidError, EnvelopeError):
             return Outcome(refusal=Refusal(400, exc.code, exc.description), v2=True)
         return Outcome(returned=[Outgoing(packed)], problem=True, v2=True)
@@ -165,22 +173,21 @@ class PipelineV2:
 
     def _pack(self, message: dict[str, Any], inbound: MessageV2) -> bytes:
         assert inbound.sender is not None
-        return self._pack_to(message, inbound.sender, inbound.tagless)
+        return self._pack_to(message, inbound.sender, inbound.tagless, inbound.addressed)
 
-    def _pack_to(self, message: dict[str, Any], to: str, tagless: bool) -> bytes:
-        """Authcrypt from the mediator's DID; anoncrypt to a DID with no X25519 key (our
-        DID has no key on the NIST curves, and authcrypt needs both on one curve)."""
+    def _pack_to(self, message: dict[str, Any], to: str, tagless: bool, addressed: str) -> bytes:
+        """Authcrypt from the DID of ours the peer wrote to (the did:peer:2 when it wrote to
+        another node's form of it or sent nothing encrypted), with our key on the curve of
+        the peer's first key agreement key; anoncrypt to a curve we have no key on (P-521)."""
         mediator = self.mediator
-        message.setdefault("from", mediator.did)
+        ours = addressed if addressed in self.our_dids else mediator.did
         message.setdefault("to", [to])
         message.setdefault("created_time", int(time.time()))
-        sender = (mediator.agreement_kid, mediator.agreement)
-        try:
-            packed = pack(message, to, sender=sender, tagless=tagless)
-        except DidError:
-            message.pop("from", None)
-            packed = pack(message, to)
-        return orjson.dumps(packed)
+        sender = mediator.sender_for(first_agreement_curve(to), ours)
+        if sender is None:
+            return orjson.dumps(pack(message, to))
+        message.setdefault("from", ours)
+        return orjson.dumps(pack(message, to, sender=sender, tagless=tagless))
 
     async def _route(self, ctx: ContextV2, outcome: Outcome, capacity: int | None) -> None:
         inbound = ctx.message

@@ -80,6 +80,18 @@ async def test_veramo_wallets_message_each_other_through_the_mediator(
     await _exchange(mediator.base, mediation)
 
 
+async def test_veramo_wallets_with_a_mediator_that_lists_nist_keys(redis_url: str) -> None:
+    """MEDIATOR_V2_NIST_KEYS: our DID has P-256 and P-384 keys after X25519, and Veramo
+    (which reads such a did:peer:2, unlike Identus 7) works with it unchanged."""
+    node = Node(redis_url, MEDIATOR_V2_NIST_KEYS="true")
+    node.start()
+    try:
+        assert ".EzDn" in await v2_did(node.base)  # a P-256 multikey is listed
+        await _exchange(node.base, "3.0")
+    finally:
+        node.stop()
+
+
 async def test_veramo_wallets_through_a_balancer_over_two_nodes(balanced: str) -> None:
     await _exchange(balanced, "3.0")
 

@@ -1,6 +1,6 @@
 """DIDs as DIDComm v2 uses them: the keys to encrypt to (`keyAgreement`), the keys that
 authenticate a signer (`authentication`), and the DIDCommMessaging services, of did:peer:2,
-long-form did:peer:4 and did:key; and the mediator's own v2 did:peer:2.
+long-form did:peer:4 and did:key (the mediator's own: mediator/didcomm/v2/identity.py).
 
 Key ids differ between libraries, so a key is found by any of the ids in use: `#key-N`
 (the current did:peer spec: N counts the DID's keys in order), the first 8 characters of
@@ -23,12 +23,11 @@ from mediator.didcomm.envelope import b64url_decode, b64url_encode
 from mediator.didcomm.keys import (
     ED25519_MULTICODEC,
     X25519_MULTICODEC,
-    KeyPair,
     b58decode,
     b58encode,
     ed25519_to_x25519_public,
 )
-from mediator.didcomm.v2.jwk import SIZES, PrivateKey, PublicKey
+from mediator.didcomm.v2.jwk import SIZES, PublicKey
 from mediator.didcomm.v2.jws import VerifyingKey
 from mediator.errors import DidError, EnvelopeError, InvalidKey
 
@@ -278,85 +277,3 @@ def _method_key(did: str, method: dict[str, Any]) -> Key:
     except EnvelopeError as exc:
         raise DidError(f"an unusable key {fragment[:20]!r}: {exc}") from exc
     raise DidError(f"the key {fragment[:20]!r} has no publicKeyMultibase or publicKeyJwk")
-
-
-# ------------------------------------------------------------------ the mediator's own
-
-
-def multikey_x25519(public: bytes) -> str:
-    """An X25519 public key as a multibase multikey (`z6LS…`), as did:peer:2 writes it."""
-    return "z" + b58encode(X25519_MULTICODEC + public)
-
-
-@dataclass(frozen=True)
-class MediatorV2:
-    """The mediator's DIDComm v2 identity: a did:peer:2 of the cluster's key (its X25519
-    twin to agree, the Ed25519 key to sign) and a DIDCommMessaging service per endpoint,
-    the same bytes on every node for the same key seed and endpoints."""
-
-    keys: KeyPair
-    endpoints: tuple[str, ...]  # http(s) first, then ws(s)
-
-    @functools.cached_property
-    def did(self) -> str:
-        ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        x = multikey_x25519(self.keys.x25519_public)
-        parts = [did_peer.PEER + "2", "E" + x, "V" + ed]
-        for endpoint in self.endpoints:
-            parts.append(
-                did_peer.service_element({"t": "dm", "s": {"uri": endpoint, "a": [DIDCOMM_V2]}})
-            )
-        return ".".join(parts)
-
-    @property
-    def agreement_kid(self) -> str:
-        return f"{self.did}#key-1"
-
-    @property
-    def signing_kid(self) -> str:
-        return f"{self.did}#key-2"
-
-    @functools.cached_property
-    def agreement(self) -> PrivateKey:
-        return PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
-
-    @functools.cached_property
-    def doc(self) -> Doc:
-        return resolve(self.did)
-
-    def web_document(self, host: str) -> dict[str, Any]:
-        """The same keys and services as `did:web:<host>`'s DID document (what
-        `https://<host>/.well-known/did.json` serves), key ids `#key-1` and `#key-2` as in
-        the did:peer:2."""
-        did = "did:web:" + host.replace(":", "%3A")
-        x = multikey_x25519(self.keys.x25519_public)
-        ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        return {
-            "@context": ["https://www.w3.org/ns/did/v1", "https://w3id.org/security/multikey/v1"],
-            "id": did,
-            "verificationMethod": [
-                {
-                    "id": f"{did}#key-1",
-                    "type": "Multikey",
-                    "controller": did,
-                    "publicKeyMultibase": x,
-                },
-                {
-                    "id": f"{did}#key-2",
-                    "type": "Multikey",
-                    "controller": did,
-                    "publicKeyMultibase": ed,
-                },
-            ],
-            "keyAgreement": [f"{did}#key-1"],
-            "authentication": [f"{did}#key-2"],
-            "assertionMethod": [f"{did}#key-2"],
-            "service": [
-                {
-                    "id": f"{did}#didcomm-{i}",
-                    "type": "DIDCommMessaging",
-                    "serviceEndpoint": {"uri": endpoint, "accept": [DIDCOMM_V2]},
-                }
-                for i, endpoint in enumerate(self.endpoints)
-            ],
-        }

@@ -102,7 +102,7 @@ class PrivateKey:
             return cls(PublicKey(X25519, public), secret)
         if crv not in NIST:
             raise EnvelopeError(f"unsupported curve {crv[:20]!r}")
-        return cls._of(ec.generate_private_key(NIST[crv]))
+        return cls.of_native(ec.generate_private_key(NIST[crv]))
 
     @classmethod
     def from_jwk(cls, jwk: Any, what: str = "private key") -> PrivateKey:
@@ -118,7 +118,8 @@ class PrivateKey:
                     f"{what}: a {public.crv} private key is {SIZES[public.crv]} bytes"
                 )
             try:
-                key = cls._of(ec.derive_private_key(int.from_bytes(d, "big"), NIST[public.crv]))
+                scalar = int.from_bytes(d, "big")
+                key = cls.of_native(ec.derive_private_key(scalar, NIST[public.crv]))
             except ValueError as exc:
                 raise EnvelopeError(f"{what}: not a {public.crv} private key") from exc
         if key.public != public:
@@ -130,7 +131,7 @@ class PrivateKey:
         return cls(PublicKey(X25519, crypto_scalarmult_base(secret)), bytes(secret))
 
     @classmethod
-    def _of(cls, native: Any) -> PrivateKey:
+    def of_native(cls, native: Any) -> PrivateKey:
         numbers = native.public_key().public_numbers()
         crv = next(name for name, curve in NIST.items() if curve.name == native.curve.name)
         size = SIZES[crv]

@@ -34,6 +34,7 @@ class MessageV2:
     sender: str | None  # the DID that authcrypted or signed it (None: anonymous)
     raw: dict[str, Any]
     tagless: bool = False  # authcrypted as ECDH-1PU draft 3 did (Veramo): answered alike
+    addressed: str = ""  # the DID whose key it was encrypted to (ours, in some form)
 
     @property
     def type_uri(self) -> str:
@@ -74,6 +75,7 @@ class MessageV2:
             sender=received.sender,
             raw=raw,
             tagless=received.tagless,
+            addressed=(received.recipient_kid or "").split("#", 1)[0],
         )
 
 

@@ -108,6 +108,14 @@ def kind(data: Any) -> str:
     return "plain"
 
 
+def first_agreement_curve(did: str) -> str:
+    """The curve of a DID's first key agreement key (DidError when it has none)."""
+    for key in dids.resolve(did).agreement:
+        if key.agreement is not None:
+            return key.agreement.crv
+    raise DidError(f"{did[:60]!r} has no key agreement key to encrypt to")
+
+
 def pack(
     message: dict[str, Any],
     to: str,

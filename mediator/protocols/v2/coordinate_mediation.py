@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from mediator.didcomm.keys import verkey_to_did_key
-from mediator.didcomm.v2.dids import MediatorV2
 from mediator.errors import ProblemReport
 from mediator.mediation import wallets_v2
 from mediator.mediation.record import DENIED, GRANTED
@@ -24,7 +23,7 @@ FAMILY = "coordinate-mediation"
 
 
 def mediator_did(ctx: ContextV2) -> str:
-    return MediatorV2(ctx.services.identity, ctx.services.endpoints).did
+    return ctx.services.v2.did
 
 
 async def mediate_request(ctx: ContextV2) -> None:
