@@ -18,14 +18,14 @@ from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair
 from mediator.didcomm.v2.identity import multikey
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack, unpack
-from tests.inprocess import AppNode
+from tests.didcomm_peer import Reach
 
 ENCRYPTED = {"content-type": "application/didcomm-encrypted+json"}
 ORG = "https://didcomm.org/"
 _ids = itertools.count()
 
 
-async def mediator_did(node: AppNode) -> str:
+async def mediator_did(node: Reach) -> str:
     async with node.client() as client:
         answer = (await client.get("/v2/invitation")).json()
     return str(answer["did"])
@@ -46,7 +46,7 @@ class WalletV2:
     """`curve`: its key agreement key's (a NIST one is a fresh key, not the KeyPair's)."""
 
     def __init__(
-        self, node: AppNode, mediator: str, keys: KeyPair | None = None, curve: str = "X25519"
+        self, node: Reach, mediator: str, keys: KeyPair | None = None, curve: str = "X25519"
     ) -> None:
         self.node = node
         self.mediator = mediator
@@ -107,8 +107,6 @@ def forward_of(mediator: str, to: str, inner: dict[str, Any], **headers: Any) ->
     return orjson.dumps(pack(message, mediator))
 
 
-async def forward_v2(
-    node: AppNode, mediator: str, to: str, inner: dict[str, Any]
-) -> httpx.Response:
+async def forward_v2(node: Reach, mediator: str, to: str, inner: dict[str, Any]) -> httpx.Response:
     async with node.client() as client:
         return await client.post("/", content=forward_of(mediator, to, inner), headers=ENCRYPTED)

@@ -1,6 +1,7 @@
 """Mailbox figures of the newest snapshot (and, for ages and dead letters, of each day):
-sizes and their spread, oldest-message ages, staleness, in-flight redeliveries, dead
-letter queues, and live sockets with a backlog."""
+how many (DIDComm, of them DIDComm v2 wallets', and mqs), sizes and their spread,
+oldest-message ages, staleness, in-flight redeliveries, dead letter queues, and live
+sockets with a backlog."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from mediator.mediation.record import DIDCOMM_V2
 from spark.figures.common import DAY_MS, UNLIMITED_RETENTION, capped, daily, latest, num, whole
 
 AGE_BUCKETS = ["empty", "< 1 h", "1-6 h", "6-24 h", "1-7 d", "7-30 d", "> 30 d"]
@@ -31,6 +33,7 @@ def sizes(frame: DataFrame, top: int) -> dict[str, Any]:
         F.count("*").alias("count"),
         F.sum(F.when(F.col("namespace") == "didcomm", 1).otherwise(0)).alias("didcomm"),
         F.sum(F.when(F.col("namespace") == "mqs", 1).otherwise(0)).alias("mqs"),
+        F.sum(F.when(F.col("handshake_protocol") == DIDCOMM_V2, 1).otherwise(0)).alias("v2"),
         F.sum("held").alias("messages"),
         F.sum("bytes").alias("bytes"),
         F.percentile("held", F.array(*[F.lit(p) for p in (0.5, 0.95, 0.99)])).alias("mp"),
@@ -42,6 +45,7 @@ def sizes(frame: DataFrame, top: int) -> dict[str, Any]:
     count = whole(totals["count"])
     out: dict[str, Any] = {
         "count": count, "didcomm": whole(totals["didcomm"]), "mqs": whole(totals["mqs"]),
+        "didcomm_v2": whole(totals["v2"]),
         "messages": _spread(totals["messages"], totals["mp"], totals["mmax"]),
         "bytes": _spread(totals["bytes"], totals["bp"], totals["bmax"]),
     }  # fmt: skip

@@ -29,6 +29,7 @@ def sizes(summary: Row) -> str:
     facts = [
         ("Mailboxes", fmt_count(m.get("count"))),
         ("DIDComm", fmt_count(m.get("didcomm"))),
+        ("of them DIDComm v2 wallets", fmt_count(m.get("didcomm_v2"))),
         ("mqs", fmt_count(m.get("mqs"))),
         ("Gini of bytes", fmt_r2(m.get("gini"))),
         ("Bytes held by the top 1 %", fmt_share(m.get("top1_bytes_share"))),

@@ -1,5 +1,6 @@
 """A small deployment driven by real clients, for the capacity tests: DIDComm recipients in
-every state a snapshot must tell apart (empty, waiting, in flight, live, expired), and mqs
+every state a snapshot must tell apart (empty, waiting, in flight, live, expired, a DIDComm
+v2 wallet), and mqs
 queues with a dead letter queue, delayed messages and messages handed out."""
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import httpx
 
 from mediator.engine import Engine, keys
 from mediator.engine.model import QueueRef, QueueStats
+from mediator.mediation.wallets_v2 import names_of
 from mediator.storage.clients import Backend
 from tests import mqs_client as mqs
-from tests.didcomm_peer import Peer, forward, live_peer, mediator_key
+from tests.didcomm_peer import Peer, Remote, forward, live_peer, mediator_key
+from tests.didcomm_v2_wallet import WalletV2, forward_v2, mediator_did, sealed_for
 from tests.eventually import eventually, until_redis_ms
 from tests.servers import Node
 
@@ -77,6 +80,15 @@ async def drive(url: str, node: Node) -> Deployment:
     d.live.append(live)
     d.didcomm["live"] = live.verkey
     d.recipient_keys += [live.verkey, *live.recipient_keys]
+    # A DIDComm v2 wallet, mediated, one message waiting.
+    reach = Remote(node.base)
+    v2_did = await mediator_did(reach)
+    wallet = WalletV2(reach, v2_did)
+    await wallet.mediate()
+    sent = await forward_v2(reach, v2_did, wallet.did, sealed_for(wallet.did, {"n": 0}))
+    assert sent.status_code == 202, sent.text
+    d.didcomm["v2"] = names_of(wallet.did)[0]
+    d.recipient_keys += [wallet.did, d.didcomm["v2"]]
     for peer in peers.values():
         await peer.close()
 

@@ -76,6 +76,9 @@ def _servers(used: float, primaries: int) -> list[dict[str, Any]]:
     return rows
 
 
+PROTOCOLS = {False: "didexchange/1.1", True: "didcomm/v2"}  # a fifth are v2 wallets
+
+
 def _mailboxes(
     rng: random.Random, when: dt.datetime, n: int, primaries: int
 ) -> list[dict[str, Any]]:
@@ -101,6 +104,7 @@ def _mailboxes(
             "delay_seconds": 0, "will_queue": True,
             "inflight_delivery_counts": [rng.choice([1, 1, 2, 5]) for _ in range(in_flight)],
             "dead_letter_sources": 1 if dlq else (0 if mqs else None),
+            "handshake_protocol": None if mqs else PROTOCOLS[i % 5 == 1],
             "live": i % 7 == 0, "live_node": f"node-{i % 2}" if i % 7 == 0 else None,
             "memory_sampled": i % 10 == 0,
             "memory_bytes": 500 + 40 * stored if i % 10 == 0 else None,

@@ -212,6 +212,7 @@ def test_mailbox_counts(run: Run) -> None:
     assert got["count"] == len(newest)
     assert got["didcomm"] == int((newest["namespace"] == "didcomm").sum())
     assert got["mqs"] == int((newest["namespace"] == "mqs").sum())
+    assert got["didcomm_v2"] == int((newest["handshake_protocol"] == "didcomm/v2").sum()) > 0
 
 
 @pytest.mark.parametrize("figure", ["messages", "bytes"])

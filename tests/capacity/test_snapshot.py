@@ -107,6 +107,8 @@ async def test_states_a_report_tells_apart(
     for role, r in d.items():
         assert r["connection_state"] == "granted" and r["keys"] == 1, role
         assert r["name"] is None and r["namespace"] == "didcomm"
+        assert (r["handshake_protocol"] == "didcomm/v2") == (role == "v2"), role
+    assert (d["v2"]["stored"], d["v2"]["in_flight"]) == (1, 0)
     q = {n: rows[f"mqs:{n}"] for n in deployment.mqs}
     assert q["orders"]["dead_letter_queue"] == "orders-dlq" and q["orders"]["max_receives"] == 1
     assert q["orders-dlq"]["dead_letter_sources"] == 1 and q["orders-dlq"]["stored"] >= 1
@@ -208,6 +210,7 @@ async def test_report_of_one_snapshot(deployment: Deployment, report: Path) -> N
     assert (boxes["count"], boxes["didcomm"], boxes["mqs"]) == (
         len(deployment.didcomm) + len(deployment.mqs), len(deployment.didcomm), len(deployment.mqs)
     )  # fmt: skip
+    assert boxes["didcomm_v2"] == 1
     assert summary["live"]["sockets"] == 1
     assert summary["inflight"]["histogram"] == [{"deliveries": 1, "messages": 4}]
     assert [d["queue"] for d in summary["dead_letters"]] == ["orders-dlq"]
