@@ -13,7 +13,7 @@ import redis
 
 from mediator.client import attachments
 from mediator.engine import keys
-from tests.didcomm_peer import collect, forward, live_peer, mediator_key
+from tests.didcomm_peer import Peer, collect, forward, live_peer, mediator_key
 from tests.eventually import eventually
 from tests.servers import Node
 
@@ -102,9 +102,13 @@ async def test_a_second_socket_on_another_node_takes_over(
 async def test_an_idle_socket_keeps_its_hold_and_gives_it_up_when_it_closes(
     pair: tuple[Node, Node], redis_url: str
 ) -> None:
-    a, _ = pair
+    a, b = pair
     med = await mediator_key(a.base)
     peer = await live_peer(a.base, med)
+    # The same wallet asks the other node for its status over HTTP: live mode is on.
+    over_http = Peer(b.base, med, "http")
+    over_http.keys, over_http.mediator = peer.keys, peer.mediator
+    assert (await over_http.status())["live_delivery"] is True
     r = redis.Redis.from_url(redis_url)
     presence = keys.connection_keys(peer.verkey).presence
     holder = await _held(r, peer.verkey)
@@ -120,6 +124,8 @@ async def test_an_idle_socket_keeps_its_hold_and_gives_it_up_when_it_closes(
             break
         await asyncio.sleep(0.05)
     assert r.get(presence) is None
+    assert (await over_http.status())["live_delivery"] is False
+    await over_http.close()
     r.close()
 
 

@@ -33,6 +33,7 @@ from tests.didcomm_v2_wallet import (
     v2,
     x25519_did_key,
 )
+from tests.eventually import eventually
 from tests.inprocess import AppNode, AsgiWebSocket
 
 pytestmark = pytest.mark.topology  # run again on Sentinel and Redis Cluster
@@ -319,8 +320,18 @@ async def test_live_mode_over_a_websocket_delivers_and_waits_for_the_ack(
         await socket.send(wallet.pack({**ack, "return_route": "all"}).decode())
         after = await _frame(socket, wallet)
         assert after["type"].endswith("/status") and after["body"]["message_count"] == 0
+        # A status asked over HTTP says live mode is on: the wallet's socket is live.
+        over_http = await wallet.send("messagepickup/3.0/status-request")
+        assert over_http is not None and over_http["body"]["live_delivery"] is True
     finally:
         await socket.close()
+
+    async def live_over_http() -> bool:
+        status = await wallet.send("messagepickup/3.0/status-request")
+        assert status is not None
+        return bool(status["body"]["live_delivery"])
+
+    assert await eventually(live_over_http, lambda live: not live, within=5) is False
 
 
 async def test_a_sender_key_id_that_resolves_to_nothing_is_a_400(

@@ -17,6 +17,17 @@ from mediator.protocols.context import Callback, Services, Session
 MAX_ACK_IDS = 1000
 
 
+async def live_mode(session: Session, services: Services, connection: str) -> bool:
+    """A status's `live_delivery`: live mode on this transport, or, asked over HTTP, on a
+    socket of any node holding the connection (the wallet's socket is live even though
+    this request is not; over a socket, that socket's own mode is the answer)."""
+    if session.is_live(connection):
+        return True
+    if session.persistent:
+        return False
+    return await services.presence.holder(connection) is not None
+
+
 def timestamp(ms: int | None) -> str | None:
     """Times as the pickup and queue documents write them: `2019-05-01 12:00:00Z`."""
     if ms is None:

@@ -12,6 +12,7 @@ from mediator.protocols.pickup_common import (
     explicit_pickup,
     handed_out,
     id_list,
+    live_mode,
     owned_key,
     timestamp,
     whole_number,
@@ -50,7 +51,7 @@ async def _status_reply(
     ctx.session.pickup_seen(connection, status.now_ms)
     body = status_body(
         status,
-        live=ctx.session.is_live(connection),
+        live=await live_mode(ctx.session, ctx.services, connection),
         recipient_key=recipient_key,
         raw_key=raw_key,
     )

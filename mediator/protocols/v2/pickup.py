@@ -24,7 +24,13 @@ from mediator.mediation import wallets_v2
 from mediator.mediation.mailbox import MailboxStatus
 from mediator.mediation.store import Connection
 from mediator.protocols.context import DeliveryWriter
-from mediator.protocols.pickup_common import explicit_pickup, handed_out, id_list, whole_number
+from mediator.protocols.pickup_common import (
+    explicit_pickup,
+    handed_out,
+    id_list,
+    live_mode,
+    whole_number,
+)
 from mediator.protocols.v2.context import DIDCOMM_ORG, ContextV2, ReplyV2
 
 
@@ -76,7 +82,8 @@ async def _status(
     if status is None:
         status = await ctx.services.mailbox.status(connection, key)
     ctx.session.pickup_seen(connection, status.now_ms)
-    body = status_body(status, v4=_v4(ctx), live=ctx.session.is_live(connection))
+    live = await live_mode(ctx.session, ctx.services, connection)
+    body = status_body(status, v4=_v4(ctx), live=live)
     if key is not None:
         body["recipient_did"] = ctx.message.body.get("recipient_did")
     # A status describes the queue at this instant: it is never queued.
