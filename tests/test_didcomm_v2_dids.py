@@ -17,9 +17,12 @@ from mediator.didcomm.envelope import b64url_encode
 from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
 from mediator.didcomm.v2 import jwe, jws
 from mediator.didcomm.v2.dids import (
+    CACHED_DID,
     DIDCOMM_V2,
+    MAX_DID,
     P256_MULTICODEC,
     Service,
+    _resolve,
     resolve,
 )
 from mediator.didcomm.v2.identity import ORDERS, MediatorV2, derived_nist_key
@@ -190,3 +193,21 @@ def test_a_service_may_list_its_endpoint_as_did_core_allows() -> None:
     did = f"did:peer:2.E{_x25519_multibase(keys)}.{_service(entry)}"
     assert resolve(did).services == (Service("https://w.example", (), ("did:key:z6Mkr",)),)
     assert json.loads(json.dumps(entry))  # the entry itself is untouched
+
+
+def test_only_dids_of_at_most_2_kib_are_remembered() -> None:
+    """A wallet's DID is remembered (resolved once); one longer than CACHED_DID (a peer's
+    16 KiB DID) is read each time and never held."""
+    agreement = PrivateKey.generate("X25519")
+    short = f"did:peer:2.E{_x25519_multibase(agreement)}"
+    services = ".".join(
+        _service({"t": "dm", "s": {"uri": f"https://h{i}.example/"}}) for i in range(60)
+    )
+    long = f"{short}.{services}"
+    assert len(short) <= CACHED_DID < len(long) <= MAX_DID
+    before = _resolve.cached_count()
+    for _ in range(3):
+        assert len(resolve(long).services) == 60
+        assert resolve(short).agreement_key("#key-1") == agreement.public
+        assert resolve(f"{short}#key-1").did == short  # a DID URL is its DID's document
+    assert _resolve.cached_count() == before + 1

@@ -15,10 +15,9 @@ the same key.
 
 from __future__ import annotations
 
-import functools
-
 from base58 import b58encode
 
+from mediator.didcomm.v2.dids import short_cache
 from mediator.didcomm.v2.recipients import ROUTE_CACHE, key_route_ids, route_ids
 from mediator.errors import DidError
 from mediator.mediation.store import Connection, MediationStore
@@ -28,13 +27,13 @@ def _b58(raw: bytes) -> str:
     return b58encode(raw).decode()
 
 
-@functools.lru_cache(maxsize=ROUTE_CACHE)
+@short_cache(ROUTE_CACHE)
 def names_of(did: str) -> tuple[str, ...]:
     """The record names a wallet with this DID may have (DidError: none)."""
     return tuple(_b58(i) for i in key_route_ids(did)[0])
 
 
-@functools.lru_cache(maxsize=ROUTE_CACHE)
+@short_cache(ROUTE_CACHE)
 def route_keys(name: str) -> tuple[str, ...]:
     """The recipient keys (base58) a forward's `next` may be routed by, in the order a
     lookup tries them (DidError: none)."""

@@ -13,8 +13,9 @@ and a DID may carry several service sections (Identus writes one per endpoint).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -36,6 +37,8 @@ P256_MULTICODEC = b"\x80\x24"  # varint of 0x1200, p256-pub (compressed point)
 P384_MULTICODEC = b"\x81\x24"  # varint of 0x1201, p384-pub
 DIDCOMM_V2 = "didcomm/v2"
 MAX_DID = 16_384
+CACHED_DID = 2_048  # the longest DID whose answers are cached (short_cache)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,11 @@ class Service:
 
 @dataclass(frozen=True)
 class Key:
-    """A key of a DID: its ids (every spelling it is known by) and what it is."""
+    """A key of a DID: the fragments of its ids (every spelling it is known by; a kid is
+    one of them after the DID or after `#` alone) and what it is. Fragments, not whole ids:
+    a DID is hundreds of bytes, and resolved documents are cached."""
 
-    ids: frozenset[str]
+    fragments: frozenset[str]
     multibase: str
     agreement: PublicKey | None = None  # an X25519 / NIST key agreement key
     verifying: VerifyingKey | None = field(default=None, compare=False)  # Ed25519 / ES
@@ -72,33 +77,63 @@ class Doc:
 
     def agreement_key(self, kid: str) -> PublicKey | None:
         """The key agreement key named `kid` in any spelling in use, or None."""
-        found = _find(self.agreement, kid)
+        found = self.find(self.agreement, kid)
         return None if found is None else found.agreement
 
     def verifying_key(self, kid: str) -> VerifyingKey | None:
-        found = _find(self.authentication, kid)
+        found = self.find(self.authentication, kid)
         return None if found is None else found.verifying
+
+    def find(self, keys: tuple[Key, ...], kid: str) -> Key | None:
+        """The key of `keys` (this document's) that `kid` names: `did#fragment` or
+        `#fragment`."""
+        did, hashed, fragment = kid.partition("#")
+        if not hashed or (did and did != self.did):
+            return None
+        return next((key for key in keys if fragment in key.fragments), None)
 
     def kid(self, key: Key) -> str:
         """The id we write for one of its keys: `did#key-N` when it has one."""
-        absolute = [i for i in key.ids if i.startswith(self.did + "#")]
-        return min(absolute, key=lambda i: (not i.split("#", 1)[-1].startswith("key-"), len(i)))
+        best = min(key.fragments, key=lambda f: (not f.startswith("key-"), len(f)))
+        return f"{self.did}#{best}"
 
 
-def _find(keys: tuple[Key, ...], kid: str) -> Key | None:
-    for key in keys:
-        if kid in key.ids:
-            return key
-    return None
+def short_cache(maxsize: int) -> Callable[[Callable[[str], T]], ShortCached[T]]:
+    """An LRU cache of a function of a DID (or a DID URL) for the DIDs at most CACHED_DID
+    long: a wallet's DID recurs in every message it sends, and a wallet's did:peer:2 is well
+    under 1 KiB; a longer one is computed each time (cached, peers sending 16 KiB DIDs
+    would fill 16 KiB an entry)."""
+
+    def decorate(function: Callable[[str], T]) -> ShortCached[T]:
+        return ShortCached(function, maxsize)
+
+    return decorate
 
 
-@functools.lru_cache(maxsize=4096)
+class ShortCached(Generic[T]):
+    def __init__(self, function: Callable[[str], T], maxsize: int) -> None:
+        self.function = function
+        self.cached = functools.lru_cache(maxsize=maxsize)(function)
+        functools.update_wrapper(self, function)
+
+    def __call__(self, did: str) -> T:
+        return self.cached(did) if len(did) <= CACHED_DID else self.function(did)
+
+    def cached_count(self) -> int:
+        return self.cached.cache_info().currsize
+
+
 def resolve(did: str) -> Doc:
     """The v2 view of a did:peer:2, a long-form did:peer:4 or a did:key (DidError when it
-    cannot be read); cached: a wallet's DID recurs in every message it sends."""
+    cannot be read). A document costs about 2.4 KB cached (a wallet's did:peer:2 naming our
+    DID in its service): 4096 of them about 10 MB."""
     if not isinstance(did, str) or len(did) > MAX_DID:
         raise DidError("a DID is a string of at most 16 KiB")
-    did = did.split("#", 1)[0]
+    return _resolve(did.split("#", 1)[0])
+
+
+@short_cache(4096)
+def _resolve(did: str) -> Doc:
     if did.startswith(DID_KEY):
         return _did_key(did)
     algo = did_peer.numalgo(did)
@@ -109,13 +144,11 @@ def resolve(did: str) -> Doc:
     raise DidError(f"{did[:60]!r}: only did:peer:2, long did:peer:4 and did:key resolve here")
 
 
-def _ids(
-    did: str, multibase: str, index: int | None, extra: tuple[str, ...] = ()
-) -> frozenset[str]:
+def _fragments(multibase: str, index: int | None, extra: tuple[str, ...] = ()) -> frozenset[str]:
     fragments = {multibase, multibase[1:9], *extra}
     if index is not None:
         fragments.add(f"key-{index}")
-    return frozenset(f"{prefix}#{f}" for f in fragments for prefix in (did, ""))
+    return frozenset(fragments)
 
 
 def _multikey(multibase: str) -> tuple[PublicKey | None, VerifyingKey | None]:
@@ -166,8 +199,7 @@ def _did_key(did: str) -> Doc:
     twin: tuple[str, ...] = ()
     if verifying is not None and agreement is not None and agreement.crv == "X25519":
         twin = ("z" + b58encode(X25519_MULTICODEC + agreement.x),)
-    ids = _ids(did, multibase, None, twin)
-    key = Key(ids, multibase, agreement, verifying)
+    key = Key(_fragments(multibase, None, twin), multibase, agreement, verifying)
     return Doc(did, (key,) if agreement else (), (key,) if verifying else (), ())
 
 
@@ -191,11 +223,11 @@ def _peer2(did: str) -> Doc:
         if purpose == "E":
             if public is None:
                 raise DidError("a did:peer:2 key agreement key must agree")
-            agreement.append(Key(_ids(did, value, index), value, public))
+            agreement.append(Key(_fragments(value, index), value, public))
         elif purpose == "V":
             if verifying is None:
                 raise DidError("a did:peer:2 authentication key must sign")
-            authentication.append(Key(_ids(did, value, index), value, None, verifying))
+            authentication.append(Key(_fragments(value, index), value, None, verifying))
     return Doc(did, tuple(agreement), tuple(authentication), tuple(services))
 
 
@@ -252,28 +284,27 @@ def _document(did: str, doc: dict[str, Any]) -> Doc:
                 method = methods.get(ref.replace(did, "", 1)) or methods.get(did + ref)
             if not isinstance(method, dict):
                 continue
-            out.append(_method_key(did, method))
+            out.append(_method_key(method))
         return tuple(out)
 
     services = [_service(s) for s in doc.get("service") or []]
     return Doc(did, keys("keyAgreement"), keys("authentication"), tuple(s for s in services if s))
 
 
-def _method_key(did: str, method: dict[str, Any]) -> Key:
+def _method_key(method: dict[str, Any]) -> Key:
     ident = str(method.get("id", ""))
     fragment = ident.split("#", 1)[-1]
     multibase = method.get("publicKeyMultibase")
     if isinstance(multibase, str):
         agreement, verifying = _multikey(multibase)
-        ids = _ids(did, multibase, None, (fragment,))
-        return Key(ids, multibase, agreement, verifying)
+        return Key(_fragments(multibase, None, (fragment,)), multibase, agreement, verifying)
     jwk = method.get("publicKeyJwk")
     try:
         if isinstance(jwk, dict) and jwk.get("crv") in SIZES:
-            return Key(_ids(did, fragment, None, (fragment,)), fragment, PublicKey.from_jwk(jwk))
+            return Key(frozenset({fragment}), fragment, PublicKey.from_jwk(jwk))
         if isinstance(jwk, dict):
             key = VerifyingKey.from_jwk(jwk)
-            return Key(_ids(did, fragment, None, (fragment,)), fragment, None, key)
+            return Key(frozenset({fragment}), fragment, None, key)
     except EnvelopeError as exc:
         raise DidError(f"an unusable key {fragment[:20]!r}: {exc}") from exc
     raise DidError(f"the key {fragment[:20]!r} has no publicKeyMultibase or publicKeyJwk")

@@ -26,7 +26,8 @@ from mediator.errors import DidError
 P = 2**255 - 19
 # How many DIDs a node remembers the route ids of (mediator/mediation/wallets_v2.py, in
 # base58): a wallet's DID is forwarded to again and again, and resolving it and working out
-# its X25519 key's candidates costs about 100 µs; both caches full hold about 11 MB.
+# its X25519 key's candidates costs about 100 µs; both caches full hold about 11 MB of
+# wallets' DIDs, 64 MB at most (only DIDs up to dids.CACHED_DID are remembered).
 ROUTE_CACHE = 16_384
 
 
@@ -57,7 +58,7 @@ def key_route_ids(name: str) -> tuple[tuple[bytes, ...], ...]:
     when it cannot be read or names no key a message can be routed to."""
     doc = dids.resolve(name.split("#", 1)[0])
     if "#" in name:
-        key = next((k for k in doc.agreement if name in k.ids), None)
+        key = doc.find(doc.agreement, name)
         keys = [key] if key is not None else []
     else:
         keys = list(doc.agreement)
