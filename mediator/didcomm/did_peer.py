@@ -224,9 +224,10 @@ def short_numalgo4(did: str) -> str:
     return did.rsplit(":", 1)[0] if did.count(":") == 3 else did
 
 
-def numalgo2_did(keys: KeyPair, endpoints: list[str]) -> str:
-    """The mediator's did:peer:2: its Ed25519 key (V), the X25519 twin (E), and one
-    did-communication service per endpoint, in order of preference."""
+def numalgo2_did(keys: KeyPair, endpoints: list[str], routing_keys: tuple[str, ...] = ()) -> str:
+    """The mediator's did:peer:2 (or a mediated wallet's, with its mediator's `routing_keys`
+    as did:key): its Ed25519 key (V), the X25519 twin (E), and one did-communication service
+    per endpoint, in order of preference."""
     ed = "z" + b58encode(ED25519_MULTICODEC + keys.verkey)
     x = "z" + b58encode(X25519_MULTICODEC + keys.x25519_public)
     parts = [PEER + "2", "V" + ed, "E" + x]
@@ -234,7 +235,7 @@ def numalgo2_did(keys: KeyPair, endpoints: list[str]) -> str:
         service = {
             "t": "did-communication",
             "s": endpoint,
-            "r": [],
+            "r": list(routing_keys),
             "recipientKeys": ["#key-1"],
             "priority": priority,
             "a": ["didcomm/aip1", "didcomm/aip2;env=rfc19"],
