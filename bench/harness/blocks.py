@@ -387,7 +387,7 @@ def timed_side(
 def report_paired(
     report: Report,
     key: str,
-    goal: Goal,
+    goal: Goal | None,
     title: str,
     r: PairedResult,
     other: str,
@@ -395,8 +395,8 @@ def report_paired(
     suffix: str = "",
 ) -> None:
     """The result line and summary row of a paired workload (its JSON in results[key]),
-    with how many pairs other load disturbed."""
-    status = goal.verdict(r.ratio)
+    with how many pairs other load disturbed; `goal` None: a figure recorded, not judged."""
+    status = goal.verdict(r.ratio) if goal is not None else "recorded"
     disturbed = sum(
         1
         for a, b in zip(r.a_blocks, r.b_blocks, strict=True)
@@ -410,14 +410,14 @@ def report_paired(
         f"max {max(r.ratios):.2f}; {len(r.ratios)} pairs)  {target}  {status}"
     )
     results = report.results[key]
-    results["target"] = goal.value
+    results["target"] = goal.value if goal is not None else None
     results["status"] = status
     results["pairs_disturbed_by_other_load"] = disturbed
     report.summary.append(
         (
             title,
             f"{r.ratio:.2f}{suffix} ({min(r.ratios):.2f}-{max(r.ratios):.2f})",
-            f"{goal.kind} {goal.value:g}{suffix}",
+            f"{goal.kind} {goal.value:g}{suffix}" if goal is not None else "recorded",
             f"{status}  [rate {fmt_rate(r.b_rate)}/s; cpu-norm ratio {r.cpu_ratio:.2f}]",
         )
     )

@@ -1,7 +1,7 @@
 """DIDComm v2 wallets of a node made the way a v2 wallet makes them (coordinate-mediation
 2.0 over HTTP: mediate-request, keylist-update of its did:peer:2), and the routing 2.0
-forwards a v2 sender would POST to them (anoncrypt X25519, A256CBC-HS512, outer and
-inner), packed before timing so that the figures measure the server."""
+forwards a v2 sender would POST to them (anoncrypt X25519 or P-256, A256CBC-HS512, outer
+and inner), packed before timing so that the figures measure the server."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ import orjson
 
 from bench.harness.errors import BenchError
 from bench.harness.loadgen import HOST, Operation, build_request, rotating
-from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
+from mediator.didcomm.keys import ED25519_MULTICODEC, KeyPair, b58encode
+from mediator.didcomm.v2 import jwe
+from mediator.didcomm.v2.dids import resolve
+from mediator.didcomm.v2.identity import multikey
 from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack
 
@@ -24,12 +27,16 @@ CONTENT = "x" * 1000  # the forwarded message's content, as the v1 forward's (ab
 
 
 class WalletV2:
-    def __init__(self) -> None:
+    """A wallet whose key agreement key is on `curve` (X25519: its Ed25519 key's twin)."""
+
+    def __init__(self, curve: str = "X25519") -> None:
         self.keys = KeyPair.from_seed(uuid.uuid4().bytes * 2)
-        x = "z" + b58encode(X25519_MULTICODEC + self.keys.x25519_public)
+        if curve == "X25519":
+            self.agreement = PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
+        else:
+            self.agreement = PrivateKey.generate(curve)
         ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        self.did = f"did:peer:2.E{x}.V{ed}"
-        self.agreement = PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
+        self.did = f"did:peer:2.E{multikey(self.agreement.public)}.V{ed}"
 
 
 def _message(name: str, body: dict[str, Any], **headers: Any) -> dict[str, Any]:
@@ -49,10 +56,11 @@ class WalletsV2:
                 self._mediator = str((await client.get("/v2/invitation")).json()["did"])
         return self._mediator
 
-    async def mediated(self) -> WalletV2:
-        """A wallet granted mediation, its DID registered."""
+    async def mediated(self, curve: str = "X25519") -> WalletV2:
+        """A wallet granted mediation, its DID registered (on a NIST curve, the nodes list
+        their NIST keys: MEDIATOR_V2_NIST_KEYS)."""
         mediator = await self.mediator()
-        wallet = WalletV2()
+        wallet = WalletV2(curve)
         sender = (f"{wallet.did}#key-1", wallet.agreement)
         update = {"updates": [{"recipient_did": wallet.did, "action": "add"}]}
         async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
@@ -66,19 +74,25 @@ class WalletsV2:
         return wallet
 
     async def forward(self, wallet: WalletV2) -> bytes:
-        """A forward of a 1 KiB basic message to `wallet`, as a v2 sender packs it."""
+        """A forward of a 1 KiB basic message to `wallet`, as a v2 sender packs it: both
+        layers anoncrypted on the wallet's curve (to our key on it, and to the wallet)."""
         mediator = await self.mediator()
         inner = pack(_message("basicmessage/2.0/message", {"content": CONTENT}), wallet.did)
         outer = _message("routing/2.0/forward", {"next": wallet.did}, to=[mediator])
         outer["attachments"] = [{"id": "1", "data": {"json": inner}}]
-        return orjson.dumps(pack(outer, mediator))
+        doc = resolve(mediator)
+        ours = [(doc.kid(k), k.agreement) for k in doc.agreement
+                if k.agreement is not None and k.agreement.crv == wallet.agreement.crv]  # fmt: skip
+        if not ours:
+            raise BenchError(f"the mediator's DID lists no {wallet.agreement.crv} key")
+        return orjson.dumps(jwe.encrypt(orjson.dumps(outer), ours))
 
-    async def forward_op(self) -> Operation:
+    async def forward_op(self, curve: str = "X25519") -> Operation:
         """A closed-loop operation: POST / with a v2 forward, answered 202, rotating over
-        RECIPIENTS_PER_BLOCK fresh wallets."""
+        RECIPIENTS_PER_BLOCK fresh wallets on `curve`."""
         raws = []
         for _ in range(RECIPIENTS_PER_BLOCK):
-            wallet = await self.mediated()
+            wallet = await self.mediated(curve)
             envelope = await self.forward(wallet)
             raws.append(build_request("POST", "/", ENCRYPTED, envelope))
         return rotating(raws, 202)

@@ -9,6 +9,9 @@ interleaved anchor/subject blocks after a warm-up. Workloads:
   forward-v2  POST / with a DIDComm v2 routing/2.0 forward (anoncrypt X25519, A256CBC-HS512)
             of a 1 KiB message for a mediated v2 wallet's DID, in blocks alternating with
             the v1 forward above                              ratio to v1 forward   >= 0.8
+  forward-v2-p256  the same v2 forward on P-256 (both layers anoncrypted ECDH-ES on P-256,
+            to our `#key-3` and to a P-256 wallet), in blocks alternating with the X25519
+            one                                            ratio to X25519      recorded
   pickup-v2  Pickup 3.0 over one WebSocket per v2 wallet (delivery-request limit 1 ->
             delivery -> messages-received -> status) in blocks alternating with Pickup 2.0's
             same round trip by v1 recipients               ratio to Pickup 2.0   >= 0.8
@@ -88,6 +91,7 @@ from mediator.errors import EnvelopeError
 WORKLOADS = (
     "forward",
     "forward-v2",
+    "forward-v2-p256",
     "forward-device",
     "forward-nodes",
     "pickup",
@@ -119,7 +123,10 @@ class DidcommBench:
         self.servers = Servers("didcomm-bench-", limits_off=LIMITS_OFF)
         # Nodes that notify phones through a webhook (the anchor app's XADD route): forwards
         # for recipients without a device cost nothing more (the forward's script says so).
+        # Their v2 DID lists the P-256 key (forward-v2-p256); X25519 stays first, so the
+        # other v2 workloads encrypt as before.
         self.servers.node_env |= {
+            "MEDIATOR_V2_NIST_KEYS": "true",
             "MEDIATOR_NOTIFY_WEBHOOK_URL": f"http://{HOST}:{self.servers.anchor_port}/xadd/notify",
             "MEDIATOR_NOTIFY_WEBHOOK_SECRET": "bench-webhook-secret",
         }
@@ -176,12 +183,30 @@ class DidcommBench:
         goal = GOALS["forward"]
         report_paired(self.report, "forward", goal, "forward 1KiB", r, other, "target >= 0.5")
 
-    def forward_v2_side(self) -> Side:
+    def forward_v2_side(self, curve: str = "X25519") -> Side:
         async def prepare(tag: str) -> Operation:
             assert self._wallets is not None
-            return await self._wallets.forward_op()
+            return await self._wallets.forward_op(curve)
 
-        return Side("didcomm-forward-v2", self.node1_target(), prepare)
+        name = "didcomm-forward-v2" if curve == "X25519" else f"didcomm-forward-v2-{curve}"
+        return Side(name, self.node1_target(), prepare)
+
+    async def workload_forward_v2_p256(self) -> None:
+        """A P-256 v2 forward against the X25519 one, in alternating blocks: what the NIST
+        curve costs (ECDH through `cryptography` against libsodium's X25519)."""
+        r = await self.blocks.paired(
+            "forward-v2-p256", self.forward_v2_side(), self.forward_v2_side("P-256")
+        )
+        self.report.results["forward-v2-p256"] = r.to_json()
+        report_paired(
+            self.report,
+            "forward-v2-p256",
+            None,
+            "v2 forward P-256 vs X25519",
+            r,
+            f"X25519 v2 forward {fmt_rate(r.a_rate)}/s",
+            "recorded",
+        )
 
     async def workload_forward_v2(self) -> None:
         """A DIDComm v2 forward (anoncrypt X25519, A256CBC-HS512, a 1 KiB message) against a
@@ -517,6 +542,7 @@ class DidcommBench:
         steps: dict[str, Callable[[], Awaitable[None]]] = {
             "forward": self.workload_forward,
             "forward-v2": self.workload_forward_v2,
+            "forward-v2-p256": self.workload_forward_v2_p256,
             "pickup-v2": self.workload_pickup_v2,
             "live-v2": self.workload_live_v2,
             "forward-device": self.workload_forward_device,
