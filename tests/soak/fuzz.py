@@ -248,6 +248,12 @@ async def http_worker(base: str, gen: Gen, budget: Budget, tally: Tally) -> None
                 tally.find(f"http {answer.status_code} without a JSON body", layer, data)
 
 
+# The kinds of input (`--layers`): the raw mix's, the plaintext of a real connection's
+# messages, and valid messages in hostile orders.
+RAW_LAYERS = frozenset({"bytes", "json", "envelope", "handshake", "v2"})
+LAYERS = RAW_LAYERS | {"plaintext", "order"}
+
+
 def mix(rng: random.Random, parts: list[tuple[str, float, Callable[[], bytes]]]) -> Gen:
     names = [p[0] for p in parts]
     weights = [p[1] for p in parts]
@@ -265,24 +271,28 @@ def mix(rng: random.Random, parts: list[tuple[str, float, Callable[[], bytes]]])
     return gen
 
 
-def raw_mix(rng: random.Random, sample: bytes, mediator: str, v2: tuple[str, WalletKeys]) -> Gen:
+def raw_mix(
+    rng: random.Random,
+    sample: bytes,
+    mediator: str,
+    v2: tuple[str, WalletKeys],
+    layers: frozenset[str] = LAYERS,
+) -> Gen:
     """Bytes, JSON shapes, mutated envelopes and handshakes, and DIDComm v2 messages of every
-    layer (from `v2`: the mediator's v2 DID and a mediated v2 wallet)."""
+    layer (from `v2`: the mediator's v2 DID and a mediated v2 wallet); those of `layers`."""
     r1, r2 = random.Random(rng.random()), random.Random(rng.random())
-    return mix(
-        rng,
-        [
-            ("bytes", 2, lambda: raw_bytes(r1, sample)),
-            ("json", 2, lambda: json_shape(r2)),
-            (
-                "envelope",
-                3,
-                EnvelopeMutator(random.Random(rng.random()), mediator, KeyPair.generate()),
-            ),
-            ("handshake", 2, HandshakeMutator(random.Random(rng.random()), mediator)),
-            ("v2", 3, V2Mutator(random.Random(rng.random()), *v2)),
-        ],
-    )
+    parts: list[tuple[str, float, Callable[[], bytes]]] = [
+        ("bytes", 2, lambda: raw_bytes(r1, sample)),
+        ("json", 2, lambda: json_shape(r2)),
+        (
+            "envelope",
+            3,
+            EnvelopeMutator(random.Random(rng.random()), mediator, KeyPair.generate()),
+        ),
+        ("handshake", 2, HandshakeMutator(random.Random(rng.random()), mediator)),
+        ("v2", 3, V2Mutator(random.Random(rng.random()), *v2)),
+    ]
+    return mix(rng, [part for part in parts if part[0] in layers])
 
 
 def plain_mix(
@@ -384,6 +394,7 @@ async def run(
     progress: Callable[[str], None] = print,
     progress_every: float = 10.0,
     findings: Path | None = None,
+    layers: frozenset[str] = LAYERS,
 ) -> Report:
     """Start Redis (unless `redis_url`) and two nodes, fuzz them with `inputs` inputs,
     and return the report. The recursion limit is raised only meanwhile: the test
@@ -401,6 +412,7 @@ async def run(
             progress=progress,
             progress_every=progress_every,
             findings=findings,
+            layers=layers,
         )
     finally:
         sys.setrecursionlimit(limit)
@@ -416,6 +428,7 @@ async def _fuzz(
     progress: Callable[[str], None],
     progress_every: float,
     findings: Path | None,
+    layers: frozenset[str],
 ) -> Report:
     redis = None
     if redis_url is None:
@@ -460,7 +473,8 @@ async def _fuzz(
         sample = (await fuzz_agent(a))[0].pack({"@type": "x", "@id": "12345678"})
         v2 = await mediated_wallet(a)
         raw_gens = [
-            raw_mix(random.Random(rng.random()), sample, mediator, v2) for _ in range(workers)
+            raw_mix(random.Random(rng.random()), sample, mediator, v2, layers)
+            for _ in range(workers)
         ]
         plain_gens = [
             plain_mix(random.Random(rng.random()), agent, key, other_ids) for agent, key in agents
@@ -474,13 +488,15 @@ async def _fuzz(
         ]
         orders = asyncio.create_task(
             fuzz_orders.run(nodes, mediator, budget, tally, order_history, honest, seed)
+            if "order" in layers
+            else asyncio.sleep(0)
         )
         tasks = []
-        for i in range(workers):
+        for i in range(workers if layers & RAW_LAYERS else 0):
             base = nodes[i % 2].base
             tasks.append(ws_worker(base, raw_gens[i], budget, tally, None))
             tasks.append(http_worker(nodes[(i + 1) % 2].base, raw_gens[i], budget, tally))
-        for i, (agent, _) in enumerate(agents):
+        for i, (agent, _) in enumerate(agents if "plaintext" in layers else []):
             base = nodes[i % 2].base
             if i % 4 == 3:
                 tasks.append(http_worker(base, plain_gens[i], budget, tally))
@@ -565,7 +581,16 @@ def main(argv: list[str] | None = None) -> int:
         help="where inputs that crashed something are written (./fuzz-findings)",
     )
     parser.add_argument("--no-mqs", action="store_true", help="skip the mqs API fuzzer")
+    parser.add_argument(
+        "--layers",
+        default=",".join(sorted(LAYERS)),
+        help="the kinds of input to send, comma-separated (all: %(default)s); e.g. v2 alone "
+        "to watch the v2 paths' memory; honest traffic runs whatever the choice",
+    )
     args = parser.parse_args(argv)
+    layers = frozenset(args.layers.split(","))
+    if not layers or not layers <= LAYERS:
+        parser.error(f"--layers: some of {', '.join(sorted(LAYERS))}")
     report = asyncio.run(
         run(
             args.inputs,
@@ -575,6 +600,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=lambda line: print(line, flush=True),
             progress_every=args.progress_every,
             findings=args.findings,
+            layers=layers,
         )
     )
     print(report.summary(), flush=True)
