@@ -10,10 +10,11 @@ from typing import Any
 import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from mediator.didcomm.envelope import b64url_encode
 from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
-from mediator.didcomm.v2 import jwe, jws
+from mediator.didcomm.v2 import content, jwe, jws
 from mediator.didcomm.v2.dids import resolve
 from mediator.didcomm.v2.identity import MediatorV2
 from mediator.didcomm.v2.jwk import PrivateKey
@@ -183,3 +184,22 @@ def test_what_the_mediator_packs_the_wallet_opens() -> None:
     assert alice.opens(sealed) == reply
     anonymous = {k: v for k, v in reply.items() if k != "from"}
     assert alice.opens(pack(anonymous, alice.did)) == anonymous
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 1000])
+def test_a256cbc_pads_and_unpads_every_length_and_refuses_bad_padding(size: int) -> None:
+    """PKCS#7 as the spec's A256CBC-HS512 has it, whatever the plaintext's length; a
+    block whose padding is wrong (a key that passes the tag) is refused, never returned."""
+    enc = content.algorithm("A256CBC-HS512")
+    key, plaintext = enc.new_key(), bytes(range(256)) * 4
+    sealed = enc.encrypt(key, plaintext[:size], b"aad")
+    assert len(sealed.ciphertext) == (size // 16 + 1) * 16
+    assert enc.decrypt(key, sealed, b"aad") == plaintext[:size]
+    mac_key, enc_key = key[:32], key[32:]
+    bad = Cipher(algorithms.AES(enc_key), modes.CBC(sealed.iv)).encryptor()
+    ciphertext = bad.update(b"\x00" * 16) + bad.finalize()  # a last byte of 0 is no padding
+    forged = content.Sealed(
+        sealed.iv, ciphertext, content._cbc_tag(mac_key, b"aad", sealed.iv, ciphertext)
+    )
+    with pytest.raises(EnvelopeError, match="padding"):
+        enc.decrypt(key, forged, b"aad")

@@ -56,7 +56,8 @@ class PublicKey:
             key = cls(crv, x, _coordinate(jwk.get("y"), crv, f"{what} y"))
         else:
             raise EnvelopeError(f"{what}: unsupported curve {str(crv)[:20]!r}")
-        key.native()  # on its curve, or EnvelopeError
+        if crv != X25519:  # any 32 bytes are an X25519 key: a weak one fails in `agree`
+            key.native()  # on its curve, or EnvelopeError
         return key
 
     def jwk(self) -> dict[str, str]:
