@@ -1,8 +1,10 @@
 """The chaos soak's DIDComm v2 wallets (tests/soak/chaos.py): each a did:peer:2 mediated
 with coordinate-mediation 2.0, live with Pickup 3.0 on a WebSocket to a random node, every
-`delivery` acknowledged with messages-received; when its socket drops, a new socket to a
-live node and live mode again (3.0's live mode delivers what waited meanwhile). Forwards to
-them are routing 2.0 forwards of messages anoncrypted to their DIDs."""
+`delivery` acknowledged with messages-received (counted as acknowledged once the status
+answering it arrives: a node killed before it deleted them offers them again); when its
+socket drops, a new socket to a live node and live mode again (3.0's live mode delivers what
+waited meanwhile). Forwards to them are routing 2.0 forwards of messages anoncrypted to
+their DIDs."""
 
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ class WalletV2:
         self.socket: ClientConnection | None = None
         self.stopping = False
         self.reconnects = 0
+        self._acks: dict[str, list[str]] = {}  # messages-received's id -> the ids it acknowledged
 
     def pack(self, content: dict[str, Any]) -> bytes:
         content = {"from": self.did, "to": [self.mediator], "return_route": "all", **content}
@@ -116,19 +119,22 @@ class WalletV2:
             except Exception:  # an error frame (JSON, not a message): the node is going
                 continue
             if not got["type"].endswith("/delivery"):
-                continue  # a status
+                # A status: the answer to a messages-received (its thread) means deleted.
+                for mid in self._acks.pop(str(got.get("thid")), []):
+                    self.history.acknowledged(self.key, mid)
+                continue
             ids = self._take(got)
             ack = message("messagepickup/3.0/messages-received", {"message_id_list": ids})
+            self._acks[ack["id"]] = ids
             try:
                 await socket.send(self.pack(ack).decode())
             except FAILURES:
                 await self._reconnect()
                 continue
-            for mid in ids:
-                self.history.acknowledged(self.key, mid)
 
     async def _reconnect(self) -> None:
         self.reconnects += 1
+        self._acks.clear()  # unanswered: maybe deleted, maybe offered again
         if self.socket is not None:
             with contextlib.suppress(Exception):
                 await self.socket.close()
