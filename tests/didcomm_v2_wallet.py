@@ -14,9 +14,8 @@ from typing import Any
 import httpx
 import orjson
 
-from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
-from mediator.didcomm.v2.identity import multikey
-from mediator.didcomm.v2.jwk import PrivateKey
+from mediator.client.identity_v2 import IdentityV2
+from mediator.didcomm.keys import X25519_MULTICODEC, KeyPair, b58encode
 from mediator.didcomm.v2.unpack import pack, unpack
 from tests.didcomm_peer import Reach
 
@@ -50,13 +49,8 @@ class WalletV2:
     ) -> None:
         self.node = node
         self.mediator = mediator
-        self.keys = keys or KeyPair.from_seed(uuid.uuid4().bytes * 2)
-        if curve == "X25519":
-            self.agreement = PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
-        else:
-            self.agreement = PrivateKey.generate(curve)
-        ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        self.did = f"did:peer:2.E{multikey(self.agreement.public)}.V{ed}"
+        identity = IdentityV2.make(keys, curve)
+        self.keys, self.agreement, self.did = identity.keys, identity.agreement, identity.did
 
     def pack(self, message: dict[str, Any]) -> bytes:
         message = {"from": self.did, "to": [self.mediator], **message}

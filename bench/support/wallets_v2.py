@@ -13,11 +13,9 @@ import orjson
 
 from bench.harness.errors import BenchError
 from bench.harness.loadgen import HOST, Operation, build_request, rotating
-from mediator.didcomm.keys import ED25519_MULTICODEC, KeyPair, b58encode
+from mediator.client.identity_v2 import IdentityV2
 from mediator.didcomm.v2 import jwe
 from mediator.didcomm.v2.dids import resolve
-from mediator.didcomm.v2.identity import multikey
-from mediator.didcomm.v2.jwk import PrivateKey
 from mediator.didcomm.v2.unpack import pack
 
 ENCRYPTED = {"content-type": "application/didcomm-encrypted+json"}
@@ -30,13 +28,8 @@ class WalletV2:
     """A wallet whose key agreement key is on `curve` (X25519: its Ed25519 key's twin)."""
 
     def __init__(self, curve: str = "X25519") -> None:
-        self.keys = KeyPair.from_seed(uuid.uuid4().bytes * 2)
-        if curve == "X25519":
-            self.agreement = PrivateKey.from_x25519_bytes(self.keys.x25519_secret)
-        else:
-            self.agreement = PrivateKey.generate(curve)
-        ed = "z" + b58encode(ED25519_MULTICODEC + self.keys.verkey)
-        self.did = f"did:peer:2.E{multikey(self.agreement.public)}.V{ed}"
+        identity = IdentityV2.make(curve=curve)
+        self.keys, self.agreement, self.did = identity.keys, identity.agreement, identity.did
 
 
 def _message(name: str, body: dict[str, Any], **headers: Any) -> dict[str, Any]:

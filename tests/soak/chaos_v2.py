@@ -19,8 +19,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
-from mediator.didcomm.keys import ED25519_MULTICODEC, X25519_MULTICODEC, KeyPair, b58encode
-from mediator.didcomm.v2.jwk import PrivateKey
+from mediator.client.identity_v2 import IdentityV2
 from mediator.didcomm.v2.unpack import pack, unpack
 from tests.soak.history import History
 
@@ -59,11 +58,9 @@ class WalletV2:
     ) -> None:
         self.any_base, self.mediator, self.history, self.seen = any_base, mediator, history, seen
         self.sender = sender
-        keys = KeyPair.from_seed(uuid.uuid4().bytes * 2)
-        x = "z" + b58encode(X25519_MULTICODEC + keys.x25519_public)
-        ed = "z" + b58encode(ED25519_MULTICODEC + keys.verkey)
-        self.key = self.did = f"did:peer:2.E{x}.V{ed}"
-        self.agreement = PrivateKey.from_x25519_bytes(keys.x25519_secret)
+        identity = IdentityV2.make()
+        self.key = self.did = identity.did
+        self.agreement = identity.agreement
         self.socket: ClientConnection | None = None
         self.stopping = False
         self.reconnects = 0
