@@ -76,10 +76,12 @@ async def start(
     *,
     wake_channel: str = "",
     observe: Callable[[str], None] | None = None,
+    observe_group: Callable[[int], None] | None = None,
 ) -> Runtime:
     """Everything in the module's order. `wake_channel` is a node's pub/sub channel (its
     engine publishes wake-ups there for its own waiters); `observe` counts the outcome of
-    each confirmed send (a node's metrics)."""
+    each confirmed send and `observe_group` the size of each group of sends (a node's
+    metrics)."""
     backend = await connect(redis_url)
     try:
         durability = Durability.from_settings(backend, settings.durability, observe)
@@ -92,6 +94,7 @@ async def start(
             wake_channel=wake_channel,
             confirmed=durability,
             defaults=engine_defaults(settings),
+            observe_group=observe_group,
         )
     except BaseException:
         await backend.aclose()

@@ -220,3 +220,57 @@ async def test_the_wait_covers_the_write_itself_not_any_connection(tmp_path: Pat
         node.stop()
         replica.stop()
         primary.stop()
+
+
+async def test_sends_arriving_together_are_confirmed_by_one_wait_per_group(tmp_path: Path):
+    """Group commit with --wait-replicas: while the first send waits for its replica, 63
+    more arrive; each is answered 201 and counted confirmed, through a WAIT per group."""
+    primary = ServerProcess(default_binary(), tmp_path / "primary", "--appendonly", "yes").start()
+    replica = ServerProcess(
+        default_binary(), tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
+    ).start()
+    node = Node(f"redis://127.0.0.1:{primary.port}/0", MEDIATOR_WAIT_REPLICAS="1")
+    try:
+        for _ in range(200):
+            if replicas_online(primary) == 1:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(node.start)
+        import redis
+
+        admin = redis.Redis(port=primary.port)
+        async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
+            await create(http, "grouped")
+            warm = await http.post("/messages/grouped", content=b"m")  # the script is loaded
+            assert warm.status_code == 201
+            admin.config_resetstat()
+            assert replica.proc is not None
+            replica.proc.send_signal(signal.SIGSTOP)  # the first send's WAIT blocks
+            bodies = [f"m{i}".encode() for i in range(1, 65)]
+            sends = [
+                asyncio.ensure_future(http.post("/messages/grouped", content=b)) for b in bodies
+            ]
+
+            async def blocked() -> int:
+                return int(admin.info("clients")["blocked_clients"])
+
+            try:
+                assert await eventually(blocked, lambda n: n == 1, within=10) == 1
+                await asyncio.sleep(0.3)  # the 63 others arrive and wait together
+            finally:
+                replica.proc.send_signal(signal.SIGCONT)
+            answers = await asyncio.gather(*sends)
+            assert [a.status_code for a in answers] == [201] * 64
+            waits = int(admin.info("commandstats")["cmdstat_wait"]["calls"])
+            metrics = (await http.get("/metrics")).text
+            confirmed = 'mediator_send_confirmations_total{outcome="confirmed"}'
+            assert _metric(metrics, confirmed) == 65
+            assert _metric(metrics, "mediator_write_group_size_sum") == 65
+            assert _metric(metrics, "mediator_write_group_size_count") == waits + 1  # one each
+            assert waits <= 8  # most of them in one group
+            got = await http.get("/messages/grouped", headers={"X-MQS-MAX-MESSAGES": "100"})
+            assert sorted(p.body for p in parts(got)) == sorted([b"m", *bodies])
+    finally:
+        node.stop()
+        replica.stop()
+        primary.stop()

@@ -86,7 +86,9 @@ class Durability:
             parts.append(f"{what} by {self.replicas} replica(s)")
         return " and ".join(parts) or "written to the primary"
 
-    def _command(self) -> list[Any]:
+    def wait_command(self) -> list[Any]:
+        """The command that waits for the confirmation asked for (covering every earlier
+        write of its connection)."""
         if self.fsync:
             return ["WAITAOF", 1, self.replicas, self.timeout_ms]
         return ["WAIT", self.replicas, self.timeout_ms]
@@ -142,7 +144,7 @@ class Durability:
             if asking:
                 pipe.execute_command("ASKING")
             pipe.evalsha(sha(name), len(keys), *keys, *args)
-            pipe.execute_command(*self._command())
+            pipe.execute_command(*self.wait_command())
             try:
                 replies = await pipe.execute(raise_on_error=False)
             except (RedisConnectionError, RedisTimeoutError, OSError):
@@ -162,10 +164,12 @@ class Durability:
             elif isinstance(result, Exception):
                 raise result
             else:
-                return result, self._confirm(confirmed)
+                return result, self.shortfall(confirmed)
         raise RedisError(f"script {name} could not be run on the primary of its slot")
 
-    def _confirm(self, confirmed: Any) -> ReplicationShortfall | None:
+    def shortfall(self, confirmed: Any) -> ReplicationShortfall | None:
+        """Why the wait's reply `confirmed` falls short of what was asked (None: it does
+        not), counted."""
         if isinstance(confirmed, Exception):
             self._count("error")
             return ReplicationShortfall(f"the write is not confirmed ({confirmed})")
@@ -191,3 +195,8 @@ class Durability:
     def _count(self, outcome: str) -> None:
         if self._observe is not None:
             self._observe(outcome)
+
+
+def is_redirection(reply: Any) -> bool:
+    """A cluster's answer that the command did not run on this node (yet)."""
+    return isinstance(reply, (MovedError, AskError, TryAgainError))

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
 
 from mediator.engine import keys
+from mediator.engine.durability import Durability
+from mediator.engine.group_commit import GroupCommit
 from mediator.engine.ids import new_message_id, origin_queue
 from mediator.engine.model import (
     QUEUE_FIELDS,
@@ -55,7 +57,7 @@ from mediator.engine.replies import (
     queue_stats,
 )
 from mediator.engine.replies import text as _s
-from mediator.engine.scripts import ConfirmedScripts, Scripts
+from mediator.engine.scripts import Scripts
 from mediator.errors import (
     HoldLost,
     InvalidQueueConfig,
@@ -88,8 +90,9 @@ class Engine(RecipientQueues):
         redis: RedisClient,
         *,
         wake_channel: str = "",
-        confirmed: ConfirmedScripts | None = None,
+        confirmed: Durability | None = None,
         defaults: dict[str, QueueConfig] | None = None,
+        observe_group: Callable[[int], None] | None = None,
     ) -> None:
         self.redis = redis
         # Sends wait for replicas or fsyncs through it when the settings ask for them.
@@ -98,6 +101,9 @@ class Engine(RecipientQueues):
         # here waits on it; its WakeHub listens there. Empty: this process never waits.
         self.wake_channel = wake_channel
         self.scripts = Scripts(redis)
+        # Sends ready within one turn of the loop go to Redis together (`observe_group`
+        # hears each group's size).
+        self.group = GroupCommit(redis, confirmed, observe_group)
         self.defaults = dict(defaults or {})
         self._packed_defaults = {
             ns: msgpack.packb(config.to_fields(ns)[0]) for ns, config in self.defaults.items()
@@ -592,11 +598,10 @@ class Engine(RecipientQueues):
     async def _write(
         self, name: str, script_keys: list[str], args: list[Any], *, confirm: bool = True
     ) -> tuple[Any, Exception | None]:
-        """A script that stores messages, and why its confirmation fell short (None when
-        it did not, or when nothing waits: no setting asks for it, or `confirm` is off)."""
-        if self.confirmed is None or not confirm:
-            return await self.scripts.call(name, script_keys, args), None
-        return await self.confirmed.script(name, script_keys, args)
+        """A script that stores messages, run with the others of its turn, and why its
+        confirmation fell short (None when it did not, or when nothing waits: no setting
+        asks for it, or `confirm` is off)."""
+        return await self.group.write(name, script_keys, args, confirm=confirm)
 
     def _info(self, ref: QueueRef, fields: dict[str, str]) -> QueueInfo:
         config = QueueConfig.from_fields(fields, self.defaults.get(ref.namespace), ref.namespace)

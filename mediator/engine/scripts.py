@@ -13,7 +13,7 @@ import hashlib
 import json
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
@@ -135,15 +135,3 @@ class Scripts:
                 for name in {c[0] for c in calls}:
                     await self._redis.script_load(source(name))
         raise AssertionError("unreachable")
-
-
-class ConfirmedScripts(Protocol):
-    """Runs a script and waits for the confirmation the settings ask for before a sender is
-    answered (mediator.engine.durability)."""
-
-    @property
-    def enabled(self) -> bool: ...
-
-    async def script(
-        self, name: str, keys: list[str], args: list[Any]
-    ) -> tuple[Any, Exception | None]: ...

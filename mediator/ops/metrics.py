@@ -173,6 +173,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.write_groups = Histogram(
+            "mediator_write_group_size",
+            "Sends (forwards, mqs sends) that went to Redis together in one pipeline (group "
+            "commit): writes per group. Bigger groups when Redis is busy.",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+        )
         self.websockets = Gauge(
             "mediator_websockets", "DIDComm WebSockets open on this node.", registry=r
         )

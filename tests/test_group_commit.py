@@ -1,0 +1,145 @@
+"""Group commit (mediator/engine/group_commit.py): sends that arrive while Redis is busy go
+to it together, and each is still its own write: its own answer, limits and order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from redis.exceptions import ResponseError
+
+from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
+from mediator.engine.durability import Durability
+from mediator.errors import LimitExceeded
+from mediator.storage.clients import STORAGE_ERRORS, Backend
+from tests.servers import start_binary_server
+
+pytestmark = pytest.mark.engine
+
+NS = "mqs"
+
+
+def cfg(**kw: int | None) -> QueueConfig:
+    return QueueConfig(retention_ms=3_600_000, visibility_timeout_ms=30_000, **kw)
+
+
+class Grouped:
+    """An engine as a node makes it (a cluster's groups go per primary), and the size of
+    every group it sent."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.sizes: list[int] = []
+        self.engine = Engine(
+            backend.client, confirmed=Durability(backend), observe_group=self.sizes.append
+        )
+
+
+@pytest.fixture
+async def grouped(backend: Backend) -> AsyncIterator[Grouped]:
+    yield Grouped(backend)
+
+
+async def stored_bodies(engine: Engine, ref: QueueRef) -> list[bytes]:
+    got = await engine.receive(ref, 1000)
+    return [m.body for m in got.messages]
+
+
+async def test_sends_arriving_together_go_together_each_with_its_own_answer(
+    grouped: Grouped, qname: str
+):
+    engine = grouped.engine
+    free, counted, small = (QueueRef(NS, f"{qname}-{s}") for s in ("free", "counted", "small"))
+    await engine.create_queue(free, cfg())
+    await engine.create_queue(counted, cfg(max_messages=5))
+    await engine.create_queue(small, cfg(max_message_bytes=100))
+    plan: list[tuple[QueueRef, bytes]] = []
+    for i in range(90):
+        ref = (free, counted, small)[i % 3]
+        body = f"{i:03}".encode() * (50 if ref is small and i % 2 else 1)  # 150 B: too large
+        plan.append((ref, body))
+
+    answers = await asyncio.gather(
+        *(engine.send(ref, [SendMessage(body, "text/plain")]) for ref, body in plan),
+        return_exceptions=True,
+    )
+
+    assert len(grouped.sizes) < 90 and max(grouped.sizes) > 1  # they went together
+    assert sum(grouped.sizes) == 90  # and each once
+    by_queue: dict[str, list[object]] = {}
+    for (ref, _), answer in zip(plan, answers, strict=True):
+        by_queue.setdefault(ref.name, []).append(answer)
+    assert not any(isinstance(a, Exception) for a in by_queue[free.name])
+    refused = [a for a in by_queue[counted.name] if isinstance(a, LimitExceeded)]
+    assert len(refused) == 25 and {a.kind for a in refused} == {"count"}
+    too_large = [a for a in by_queue[small.name] if isinstance(a, Exception)]
+    assert len(too_large) == 15
+    assert all(isinstance(a, LimitExceeded) and a.kind == "message_size" for a in too_large)
+    # Each queue holds what it accepted, in the order the sends were made.
+    assert await stored_bodies(engine, free) == [b for r, b in plan if r is free]
+    assert await stored_bodies(engine, counted) == [b for r, b in plan if r is counted][:5]
+    assert await stored_bodies(engine, small) == [
+        b for r, b in plan if r is small and len(b) <= 100
+    ]
+
+
+async def test_a_write_whose_script_fails_fails_alone(grouped: Grouped, qname: str):
+    engine = grouped.engine
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    sends = [engine.send(ref, [SendMessage(f"m{i}".encode())]) for i in range(10)]
+    broken = engine.group.write("send", keys.queue_keys(ref.qualified).all, [], confirm=False)
+    answers = await asyncio.gather(*sends[:5], broken, *sends[5:], return_exceptions=True)
+
+    assert isinstance(answers[5], ResponseError)  # a script error: its caller gets it
+    assert not any(isinstance(a, Exception) for a in answers[:5] + answers[6:])
+    assert max(grouped.sizes) > 1
+    assert await stored_bodies(engine, ref) == [f"m{i}".encode() for i in range(10)]
+
+
+async def test_writes_to_a_server_that_lost_its_scripts_each_run_once(
+    grouped: Grouped, backend: Backend, qname: str
+):
+    engine = grouped.engine
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    for primary in backend.primaries():
+        await primary.script_flush()
+
+    answers = await asyncio.gather(
+        *(engine.send(ref, [SendMessage(f"m{i}".encode())]) for i in range(40))
+    )
+
+    assert len({a.message_ids[0] for a in answers}) == 40
+    assert max(grouped.sizes) > 1
+    assert await stored_bodies(engine, ref) == [f"m{i}".encode() for i in range(40)]
+
+
+async def test_a_lost_connection_fails_only_the_writes_it_carried(tmp_path: Path, qname: str):
+    """Connections killed under a group (on a server of its own: every client is killed):
+    its writes fail with a storage error or were stored; none hangs, none is stored twice,
+    and the next sends go."""
+    server = start_binary_server(tmp_path / "data")
+    backend = Backend(server.url)
+    try:
+        await backend.start()
+        engine = Grouped(backend).engine
+        ref = QueueRef(NS, qname)
+        await engine.create_queue(ref, cfg())
+        bodies = [f"m{i}".encode() for i in range(60)]
+        sends = [asyncio.ensure_future(engine.send(ref, [SendMessage(b)])) for b in bodies]
+        await asyncio.sleep(0)  # the first went; the others wait in a group
+        await backend.client.client_kill_filter(_type="normal", skipme=True)
+        answers = await asyncio.wait_for(asyncio.gather(*sends, return_exceptions=True), 30)
+
+        failed = [a for a in answers if isinstance(a, Exception)]
+        assert failed and all(isinstance(a, STORAGE_ERRORS) for a in failed), failed
+        accepted = {b for b, a in zip(bodies, answers, strict=True) if not isinstance(a, Exception)}
+        await engine.send(ref, [SendMessage(b"later")])
+        stored = await stored_bodies(engine, ref)
+        assert len(stored) == len(set(stored))  # nothing twice
+        assert accepted | {b"later"} <= set(stored) <= set(bodies) | {b"later"}
+    finally:
+        await backend.aclose()
+        server.stop()
