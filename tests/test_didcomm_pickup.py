@@ -69,15 +69,23 @@ async def test_forward_status_delivery_and_acknowledge(
     delivery = await peer.deliver(limit=2)
     assert delivery["@type"].endswith("/delivery")
     assert delivery["~thread"]["thid"] != delivery["@id"]
+    # RFC 0092's count of what still waits, and RFC 0008's orders (counted in the
+    # receive's own round trip).
+    assert delivery["~transport"]["queued_message_count"] == 1
+    assert delivery["~thread"]["sender_order"] == 0
+    assert delivery["~thread"]["received_orders"] == {peer.verkey: 0}
     got = attachments(delivery)
     assert [peer.open(body)["n"] for _, body in got] == [0, 1]
     # Not acknowledged: not handed out again while the deadline runs.
     rest = await peer.deliver(limit=10)
     assert [peer.open(body)["n"] for _, body in attachments(rest)] == [2]
+    assert rest["~transport"]["queued_message_count"] == 0
     after = await peer.ack([i for i, _ in got] + [i for i, _ in attachments(rest)])
     assert after is not None and after["message_count"] == 0 and after["total_bytes"] == 0
     empty = await peer.deliver()
     assert empty["@type"].endswith("/status") and empty["message_count"] == 0
+    assert empty["~transport"]["queued_message_count"] == 0
+    assert empty["~thread"]["thid"] != empty["@id"]
 
 
 async def test_unknown_recipient_is_refused_clearly(dc_app: AppNode, med: str) -> None:

@@ -482,3 +482,29 @@ async def test_whole_seconds_keep_the_earlier_format_and_ms_fields_only_hold_a_p
     # Back to whole seconds: the ms fields go, the hash is in the earlier format again.
     await engine.update_queue(ref, cfg(retention_ms=60_000, visibility_timeout_ms=2000))
     assert await timers() == {"ret": "60", "vt": "2", "dly": "0"}
+
+
+@pytest.mark.parametrize("flushed", [False, True], ids=["loaded", "scripts-flushed"])
+async def test_a_counted_receive_hands_out_once_and_counts_what_is_left(
+    engine: Engine, qname: str, flushed: bool
+):
+    """A pickup's receive with the queue's counts and the answer's thread orders in one
+    round trip; on a server that lost its scripts too (each call runs once)."""
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    await engine.send(ref, [msg(f"m{i}".encode()) for i in range(5)])
+    if flushed:
+        await engine.redis.script_flush()
+    thread = (keys.queue_keys(ref.qualified).cfg + ":t", ["thid-1", 7, 60_000])  # its slot
+    got, stats, orders = await engine.receive_counted(
+        ref, 2, visibility_timeout_ms=30_000, thread=thread
+    )
+    assert [m.body for m in got.messages] == [b"m0", b"m1"]
+    assert (stats.visible, stats.in_flight) == (3, 2)
+    assert orders is not None and (orders.ours, orders.highest) == (0, 7)
+    again, stats, orders = await engine.receive_counted(
+        ref, 2, visibility_timeout_ms=30_000, thread=thread
+    )
+    assert [m.body for m in again.messages] == [b"m2", b"m3"]
+    assert (stats.visible, stats.in_flight) == (1, 4)
+    assert orders is not None and orders.ours == 1

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError, OutOfMemoryError
 
 from mediator.engine import keys
 from mediator.engine.durability import Durability
@@ -52,6 +54,7 @@ from mediator.engine.replies import (
     SendReply,
     SettleCode,
     SettleReply,
+    ThreadOrders,
     UpkeepReply,
     queue_created,
     queue_stats,
@@ -374,10 +377,37 @@ class Engine(RecipientQueues):
         wake-ups to the nodes named there only. `hold`: a live socket's hold on the
         recipient, renewed by the same call (HoldLost when another socket has it).
         """
+        return await self._receive(ref, max_messages, visibility_timeout_ms, wait_marker_ms, hold)
+
+    def _receive_args(
+        self, ref: QueueRef, want: int, vt: str, wait_marker_ms: int, hold_args: list[Any]
+    ) -> list[Any]:
+        defaults = self.packed_defaults(ref.namespace)
+        return [
+            ref.qualified,
+            self.wake_channel,
+            want,
+            vt,
+            wait_marker_ms,
+            OUTBOX_GRACE_MS,
+            defaults,
+            *hold_args,
+        ]
+
+    async def _receive(
+        self,
+        ref: QueueRef,
+        max_messages: int,
+        visibility_timeout_ms: int | None,
+        wait_marker_ms: int,
+        hold: Hold | None,
+        first: Any = None,
+    ) -> ReceiveResult:
+        """Engine.receive; `first`: the reply of its first script call, made already (in a
+        pipeline with others)."""
         qk = keys.queue_keys(ref.qualified)
         hold_keys, hold_args = hold.script_args() if hold is not None else ([], [])
         vt = "" if visibility_timeout_ms is None else str(visibility_timeout_ms)
-        defaults = self.packed_defaults(ref.namespace)
         out: list[ReceivedMessage] = []
         dead_lettered: list[str] = []  # ids this call moved to a dead letter queue
         now = 0
@@ -387,22 +417,12 @@ class Engine(RecipientQueues):
         while len(out) < max_messages and calls < MAX_RECEIVE_CALLS:
             calls += 1
             want = min(RECEIVE_CHUNK, max_messages - len(out))
-            r = Handout.decode(
-                await self.scripts.call(
-                    "receive",
-                    [*qk.all, *hold_keys],
-                    [
-                        ref.qualified,
-                        self.wake_channel,
-                        want,
-                        vt,
-                        wait_marker_ms,
-                        OUTBOX_GRACE_MS,
-                        defaults,
-                        *hold_args,
-                    ],
-                )
-            )
+            if calls == 1 and first is not None:
+                raw = first
+            else:
+                args = self._receive_args(ref, want, vt, wait_marker_ms, hold_args)
+                raw = await self.scripts.call("receive", [*qk.all, *hold_keys], args)
+            r = Handout.decode(raw)
             if r.code is ReceiveCode.NO_QUEUE:
                 raise QueueNotFound(ref.name)
             if r.code is ReceiveCode.HOLD_LOST:
@@ -428,6 +448,59 @@ class Engine(RecipientQueues):
                 # The messages are received; the workers finish the hand-over from the outbox.
                 log.warning("dead-letter hand-over left to the workers: %s", exc)
         return ReceiveResult(out, now, next_due, drained)
+
+    async def receive_counted(
+        self,
+        ref: QueueRef,
+        max_messages: int,
+        *,
+        visibility_timeout_ms: int,
+        thread: tuple[str, Sequence[Any]] | None = None,
+    ) -> tuple[ReceiveResult, QueueStats, ThreadOrders | None]:
+        """A pickup's receive and what its answer says beside the messages, in one round
+        trip where the deployment allows it: the queue's counts after it and, given
+        `thread` (as for acknowledge), the RFC 0008 orders of the answer (None: Redis is
+        full and refused to count them)."""
+        qk = keys.queue_keys(ref.qualified)
+        vt = str(visibility_timeout_ms)
+        calls: list[tuple[str, list[str], list[Any]]] = [
+            ("receive", qk.all, self._receive_args(ref, max_messages, vt, 0, [])),
+            ("queue_stats", qk.all, [ref.qualified]),
+        ]
+        if thread is not None:
+            calls.append(("thread_order", [thread[0]], list(thread[1])))
+        if isinstance(self.redis, RedisCluster) or max_messages > RECEIVE_CHUNK:
+            replies: list[Any] = [None, None, None]  # each on its own, in order
+        else:
+            replies = [*await self.scripts.side_by_side(calls), None]
+        first, counted, ordered = replies[:3]
+        alone = first is None or isinstance(first, NoScriptError)  # it did not run
+        if not alone and isinstance(first, Exception):
+            raise first
+        got = await self._receive(
+            ref, max_messages, visibility_timeout_ms, 0, None, None if alone else first
+        )
+        # The counts went right after the first receive call: stale if it did not run then,
+        # or if more calls ran after it (it stopped at its purge budget).
+        if alone or _more(first) or counted is None or isinstance(counted, NoScriptError):
+            counted = await self.scripts.call(*calls[1])
+        elif isinstance(counted, Exception):
+            raise counted
+        stats = queue_stats(counted)
+        if stats is None:
+            raise QueueNotFound(ref.name)
+        if thread is None:
+            return got, stats, None
+        if ordered is None or isinstance(ordered, NoScriptError):
+            try:
+                ordered = await self.scripts.call(*calls[2])
+            except OutOfMemoryError:
+                ordered = None
+        if isinstance(ordered, OutOfMemoryError) or ordered is None:
+            return got, stats, None  # Redis is full: the answer goes, its orders uncounted
+        if isinstance(ordered, Exception):
+            raise ordered
+        return got, stats, ThreadOrders.decode(ordered)
 
     async def delete_message(self, namespace: str, message_id: str) -> None:
         """Delete by id, following the message into dead letter queues it moved to."""
@@ -643,6 +716,11 @@ class Engine(RecipientQueues):
             )
             await self.redis.delete(keys.queue_keys(dlq.qualified).refs)
             raise InvalidQueueConfig(f"dead letter queue {dead_letter_queue!r} does not exist")
+
+
+def _more(reply: Any) -> bool:
+    """Whether a receive script's raw reply says it stopped at its purge budget."""
+    return isinstance(reply, list) and len(reply) > 4 and reply[0] == 1 and reply[4] == 1
 
 
 def _flatten(values: dict[str, str]) -> list[str]:

@@ -239,6 +239,25 @@ class Mailbox:
             self.metrics.delivered.inc(len(result.messages))
         return result
 
+    async def deliver_with_status(
+        self, connection: str, limit: int, thread: ThreadOrder | None = None
+    ) -> tuple[ReceiveResult, MailboxStatus, tuple[int, int] | None]:
+        """A delivery-request's batch and what its answer says beside it, in one round
+        trip: the queue's status after it and, with `thread`, the RFC 0008 orders of the
+        answer (None when not counted)."""
+        vt = self.queue.delivery_timeout_seconds * 1000
+        order = None if thread is None else (thread.key, thread.args)
+        try:
+            got, stats, orders = await self.engine.receive_counted(
+                queue_of(connection), limit, visibility_timeout_ms=vt, thread=order
+            )
+        except QueueNotFound:
+            now = await self.now_ms()
+            return ReceiveResult([], now), MailboxStatus(now, 0, 0, 0, None, None), None
+        if self.metrics is not None and got.messages:
+            self.metrics.delivered.inc(len(got.messages))
+        return got, _status(stats), None if orders is None else (orders.ours, orders.highest)
+
     async def acknowledge(self, connection: str, message_ids: Sequence[str]) -> int:
         """Delete exactly these messages, if they are in this connection's own queue."""
         return (await self.acknowledge_with_status(connection, message_ids))[0]

@@ -73,20 +73,33 @@ async def delivery_request(ctx: Context) -> None:
     raw = ctx.message.body.get("recipient_key")
     key = await owned_key(ctx, connection, raw)
     limit = min(limit, ctx.didcomm.max_delivery_limit)
-    got = await ctx.services.mailbox.deliver(connection.verkey, limit, recipient_key=key)
+    mailbox = ctx.services.mailbox
+    status: MailboxStatus | None = None
+    orders: tuple[int, int] | None = None
+    if key is None:
+        # The answer's queued count and thread orders come in the receive's round trip.
+        thread = ctx.services.threads.order(connection.verkey, ctx.message)
+        got, status, orders = await mailbox.deliver_with_status(connection.verkey, limit, thread)
+    else:
+        got = await mailbox.deliver(connection.verkey, limit, recipient_key=key)
     messages, now_ms = got.messages, got.now_ms
     ctx.session.pickup_seen(connection.verkey, now_ms)
     if not messages:
-        await _status_reply(ctx, connection.verkey, key, raw)
-        return
-    ids = [m.message_id for m in messages]
-    body: dict[str, Any] = {
-        "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages]
-    }
-    if key is not None:
-        body["recipient_key"] = raw
-    unsent = handed_out(ctx, connection.verkey, ids)
-    ctx.reply("delivery", body, queueable=False, if_unsent=unsent)
+        reply = await _status_reply(ctx, connection.verkey, key, raw, status)
+    else:
+        ids = [m.message_id for m in messages]
+        body: dict[str, Any] = {
+            "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages]
+        }
+        if key is not None:
+            body["recipient_key"] = raw
+        unsent = handed_out(ctx, connection.verkey, ids)
+        queued = None if status is None else status.waiting
+        reply = ctx.reply("delivery", body, queueable=False, if_unsent=unsent, queued_count=queued)
+    if orders is not None:
+        reply.message["~thread"] = ctx.services.threads.thread(
+            connection.verkey, ctx.message, *orders
+        )
 
 
 async def messages_received(ctx: Context) -> None:
