@@ -42,6 +42,14 @@ interleaved anchor/subject blocks after a warm-up. Workloads:
             matched to its forward by its ciphertext; p50/p99 from the forward's answer to
             the delivery frame, as a multiple of the WebSocket floor's p99 (measured in
             slices between the rates)             p99 <= 3x the floor at 25% of saturation
+  forward-latency  the time node 1 takes to answer a forward (the `forward` workload's
+            request, but each one distinct, so stored), from the write of the request to
+            its answer, open loop on a fixed schedule over a pool of --connections
+            keep-alive connections: at 10 forwards/s (an idle node; --rate-seconds, at
+            least 60 forwards), then the saturation (the best closed-loop block of
+            --connections), then at --latency-fractions of it; schedule lateness (sends
+            that went out late) reported apart                  p50 at 10/s recorded,
+                                                       p99 <= 5 ms at 50% of saturation
 
 The nodes run without the limits that would cap these figures (bench/harness/limits.py):
 forwards per recipient per second (live-cross-rates' saturation, the pickup backlogs) and
@@ -85,6 +93,7 @@ from bench.support.recipients import Recipients
 from bench.support.wallets_v2 import WalletsV2
 from bench.workloads import live_v2, pickup_v2
 from bench.workloads.didcomm_cluster import RATE_LIMIT_S, ClusterWorkloads
+from bench.workloads.forward_latency import ForwardLatency
 from mediator.client import Recipient, Sender, message
 from mediator.errors import EnvelopeError
 
@@ -100,6 +109,7 @@ WORKLOADS = (
     "live-v2",
     "live-cross",
     "live-cross-rates",
+    "forward-latency",
 )
 GOALS = {
     "forward": Goal(">=", 0.5),
@@ -529,6 +539,17 @@ class DidcommBench:
     def cluster(self) -> ClusterWorkloads:
         return ClusterWorkloads(self.args, self.servers, self.blocks, self.report, self.recipients)
 
+    async def workload_forward_latency(self) -> None:
+        latency = ForwardLatency(
+            self.args,
+            self.servers,
+            self.blocks,
+            self.report,
+            self.recipients,
+            self.node1_target(),
+        )
+        await latency.run()
+
     async def run(self) -> dict[str, Any]:
         args = self.args
         started, loadavg = datetime.now(UTC), os.getloadavg()
@@ -551,6 +572,7 @@ class DidcommBench:
             "live": self.workload_live,
             "live-cross": self.workload_live_cross,
             "live-cross-rates": cluster.workload_live_cross_rates,
+            "forward-latency": self.workload_forward_latency,
         }
         for name in WORKLOADS:
             if name in args.only:
@@ -606,8 +628,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rate-seconds",
         type=float,
         default=6.0,
-        help="live-cross-rates: seconds of sends per fixed rate, stretched to at least "
-        "--rounds messages, at most 30 s (6)",
+        help="live-cross-rates and forward-latency: seconds of sends per fixed rate, "
+        "stretched to at least --rounds messages (forward-latency: 60 forwards), at most "
+        "30 s (6)",
+    )
+    add(
+        "--latency-fractions",
+        default="0.25,0.5,0.75",
+        help="forward-latency: the fixed rates after the idle one, as fractions of the "
+        "measured saturation (0.25,0.5,0.75; the verdict is taken at 0.5)",
     )
     add(
         "--pickup-recipients",
@@ -636,6 +665,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--rate-fractions must be numbers, e.g. 0.1,0.25,0.5")
     if not args.rate_fractions or not all(0 < x <= 1 for x in args.rate_fractions):
         parser.error("--rate-fractions must be fractions in (0, 1]")
+    try:
+        args.latency_fractions = sorted({float(x) for x in args.latency_fractions.split(",") if x})
+    except ValueError:
+        parser.error("--latency-fractions must be numbers, e.g. 0.25,0.5,0.75")
+    if not args.latency_fractions or not all(0 < x <= 1 for x in args.latency_fractions):
+        parser.error("--latency-fractions must be fractions in (0, 1]")
     if not (1 <= args.live_recipients <= 64 and 0.5 <= args.rate_seconds <= RATE_LIMIT_S):
         parser.error(f"--live-recipients must be 1..64 and --rate-seconds 0.5..{RATE_LIMIT_S:g}")
     args.only = cli.parse_only(parser, args.only, WORKLOADS)

@@ -104,8 +104,8 @@ class Engine(RecipientQueues):
         # here waits on it; its WakeHub listens there. Empty: this process never waits.
         self.wake_channel = wake_channel
         self.scripts = Scripts(redis)
-        # Sends ready within one turn of the loop go to Redis together (`observe_group`
-        # hears each group's size).
+        # Sends, receives and deletes that arrive while Redis is busy go to it together
+        # (`observe_group` hears each group's size).
         self.group = GroupCommit(redis, confirmed, observe_group)
         self.defaults = dict(defaults or {})
         self._packed_defaults = {
@@ -421,7 +421,7 @@ class Engine(RecipientQueues):
                 raw = first
             else:
                 args = self._receive_args(ref, want, vt, wait_marker_ms, hold_args)
-                raw = await self.scripts.call("receive", [*qk.all, *hold_keys], args)
+                raw, _ = await self.group.write("receive", [*qk.all, *hold_keys], args)
             r = Handout.decode(raw)
             if r.code is ReceiveCode.NO_QUEUE:
                 raise QueueNotFound(ref.name)
@@ -558,11 +558,10 @@ class Engine(RecipientQueues):
         followed: list[str] = []  # queues whose forwarding entry for the message we used
         seen = {qualified}
         for _ in range(MAX_DEAD_LETTER_HOPS):
-            r = DeleteReply.decode(
-                await self.scripts.call(
-                    "delete_message", keys.queue_keys(qualified).all, [qualified, message_id]
-                )
+            deleted_reply, _ = await self.group.write(
+                "delete_message", keys.queue_keys(qualified).all, [qualified, message_id]
             )
+            r = DeleteReply.decode(deleted_reply)
             if r.code is DeleteCode.DELETED:
                 await self._hint(keys.shard_of(qualified), r.hint)
                 deleted = True

@@ -1,13 +1,14 @@
-"""Group commit: the scripts that store messages, sent together while Redis is busy.
+"""Group commit: the hot paths' scripts (sends, receives, deletes), sent together while
+Redis is busy.
 
 A node answering many senders at once (32 keep-alive connections from one issuer, or many
-phones) has several sends ready at once. Each used to make its own round trip to Redis.
-Now a write goes at once, alone, while no group is in flight to its Redis connection
-target; beyond that, writes wait together, and when a group comes back,
-all that waited go in one pipeline (one connection, one write and one read for the group,
-and one `WAIT`/`WAITAOF` after it when the settings ask for a confirmation: it covers
-every write of the connection before it). The busier the node, the bigger the groups; a
-lone write on an idle node waits for no company, and goes as it always went.
+phones) has several sends, receives and deletes ready at once. Each used to make its own
+round trip to Redis. Now a call goes at once, alone, while no group is in flight to its
+Redis connection target; beyond that, calls wait together, and when the group in flight
+comes back, all that waited go in one pipeline (one connection, one write and one read for
+the group, and one `WAIT`/`WAITAOF` after it when the settings ask for a confirmation: it
+covers every write of the connection before it). The busier the node, the bigger the
+groups; a lone call on an idle node waits for no company, and goes as it always went.
 
 Each write is still its own script call: its own atomic unit, limits, duplicate check,
 books and reply; a script's error fails only its own write, a lost connection the writes
@@ -97,7 +98,7 @@ class GroupCommit:
         self._tasks: set[asyncio.Task[None]] = set()  # groups in flight (kept referenced)
 
     async def write(
-        self, name: str, keys: list[str], args: list[Any], *, confirm: bool
+        self, name: str, keys: list[str], args: list[Any], *, confirm: bool = False
     ) -> tuple[Any, Exception | None]:
         """Run script `name`, grouped with the writes waiting beside it: its reply, and why
         its confirmation fell short (None when it did not, or when none was asked for)."""

@@ -175,8 +175,9 @@ class Metrics:
         )
         self.write_groups = Histogram(
             "mediator_write_group_size",
-            "Sends (forwards, mqs sends) that went to Redis together in one pipeline (group "
-            "commit): writes per group. Bigger groups when Redis is busy.",
+            "Script calls of the hot paths (forwards, sends, receives, deletes) that went to "
+            "Redis together in one pipeline (group commit): calls per group. Bigger groups "
+            "when Redis is busy.",
             registry=r,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128),
         )
