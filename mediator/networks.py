@@ -28,6 +28,7 @@ def proxy_networks(setting: str) -> tuple[Network, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=16_384)  # every forward asks it: the busy senders' answers kept
 def within(address: str, setting: str) -> bool:
     """Whether `address` is in one of the networks a setting lists."""
     networks = proxy_networks(setting)

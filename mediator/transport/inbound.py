@@ -70,6 +70,9 @@ class V2:
     data: dict[str, Any]
 
 
+OURS_KEPT = 100_000  # our per-connection keys a node keeps (about 0.85 KB each)
+
+
 class Pipeline:
     def __init__(
         self, services: Services, websocket: WebSocketSettings, metrics: Metrics | None = None
@@ -108,8 +111,8 @@ class Pipeline:
                 keypair = await self.services.store.imported_key(peer)
             if keypair is not None and keypair.verkey_b58 == ours:
                 held[ours] = keypair
-                if len(self._ours) >= 100_000:
-                    self._ours.clear()
+                if len(self._ours) >= OURS_KEPT:  # the longest kept goes (not all at once)
+                    del self._ours[next(iter(self._ours))]
                 self._ours[ours] = keypair  # a connection's key never changes: kept
         if held:
             return held
