@@ -109,7 +109,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             redis_url,
             wake_channel=keys.node_channel(node.resolved_id),
             observe=lambda outcome: metrics_.confirmations.labels(outcome).inc(),
-            observe_group=metrics_.write_groups.observe,
+            observe_calls=metrics_.calls_in_flight.observe,
         )
         backend, redis, engine, identity = rt.backend, rt.redis, rt.engine, rt.identity
         hub = WakeHub(backend.subscriber, engine.wake_channel)

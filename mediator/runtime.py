@@ -76,12 +76,12 @@ async def start(
     *,
     wake_channel: str = "",
     observe: Callable[[str], None] | None = None,
-    observe_group: Callable[[int], None] | None = None,
+    observe_calls: Callable[[int], None] | None = None,
 ) -> Runtime:
     """Everything in the module's order. `wake_channel` is a node's pub/sub channel (its
     engine publishes wake-ups there for its own waiters); `observe` counts the outcome of
-    each confirmed send and `observe_group` the size of each group of sends (a node's
-    metrics)."""
+    each confirmed send and `observe_calls` how many hot-path calls were in flight as each
+    went (a node's metrics)."""
     backend = await connect(redis_url)
     try:
         durability = Durability.from_settings(backend, settings.durability, observe)
@@ -94,7 +94,7 @@ async def start(
             wake_channel=wake_channel,
             confirmed=durability,
             defaults=engine_defaults(settings),
-            observe_group=observe_group,
+            observe_calls=observe_calls,
         )
     except BaseException:
         await backend.aclose()

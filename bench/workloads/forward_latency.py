@@ -77,7 +77,10 @@ FIRST_GUESS_PER_S = 6_000.0
 # late by construction; later than that, something held the sender back.
 LATE_MS = 2.0
 DUPLICATES = "mediator_didcomm_duplicate_forwards_total"
-GROUP_SUM, GROUP_COUNT = "mediator_write_group_size_sum", "mediator_write_group_size_count"
+GROUP_SUM, GROUP_COUNT = (
+    "mediator_redis_calls_in_flight_sum",
+    "mediator_redis_calls_in_flight_count",
+)
 
 
 def _unpin() -> None:
@@ -261,7 +264,7 @@ class ForwardLatency:
             group = counts["writes_per_group"]
             progress(
                 f"forward-latency saturation {label}: {describe(block)}"
-                + (f" writes/group {group:.1f}" if group else "")
+                + (f" in flight {group:.1f}" if group else "")
                 + (f" {counts['duplicates']} DUPLICATES" if counts["duplicates"] else "")
             )
             if block.errors:
@@ -349,7 +352,7 @@ class ForwardLatency:
             f"ms, {late} sends > {LATE_MS:g} ms late, {sum(held)} held up by the pool (all "
             f"{self.args.connections} connections busy), the others' lateness p99 "
             f"{percentile(free, 99):.2f} ms"
-            + (f"; writes/group {group:.1f}" if group else "")
+            + (f"; calls in flight {group:.1f}" if group else "")
             + (f"; {counts['duplicates']} DUPLICATES" if counts["duplicates"] else "")
             + f" (cpu {fmt_cpu(conditions['cpu'])})"
             + disturbances(conditions["cpu"], conditions["machine"], conditions["redis"])

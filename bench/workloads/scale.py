@@ -614,8 +614,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not (1 <= args.load_processes <= 16 and 1 <= args.sockets_per_process <= 19_500):
         parser.error("--load-processes must be 1..16, --sockets-per-process 1..19500")
     reserved = args.sockets + 8 * (args.pairs + 1) + args.live_recipients
-    if "sockets" in args.only and reserved > args.recipients:
-        parser.error(f"--recipients must be at least {reserved} for these sockets")
+    # The sockets' recipients come first in the plan, then the forwards' and the live ones.
+    if {"sockets", "forwards", "live"} & set(args.only) and reserved > args.recipients:
+        parser.error(
+            f"--recipients must be at least {reserved} for --sockets {args.sockets} and "
+            f"--live-recipients {args.live_recipients} (lower --sockets for a small run)"
+        )
     return args
 
 

@@ -95,7 +95,7 @@ class Engine(RecipientQueues):
         wake_channel: str = "",
         confirmed: Durability | None = None,
         defaults: dict[str, QueueConfig] | None = None,
-        observe_group: Callable[[int], None] | None = None,
+        observe_calls: Callable[[int], None] | None = None,
     ) -> None:
         self.redis = redis
         # Sends wait for replicas or fsyncs through it when the settings ask for them.
@@ -104,9 +104,9 @@ class Engine(RecipientQueues):
         # here waits on it; its WakeHub listens there. Empty: this process never waits.
         self.wake_channel = wake_channel
         self.scripts = Scripts(redis)
-        # Sends, receives and deletes that arrive while Redis is busy go to it together
-        # (`observe_group` hears each group's size).
-        self.group = GroupCommit(redis, confirmed, observe_group)
+        # Sends, receives and deletes share one pipelined connection per server
+        # (`observe_calls` hears how many were in flight as each went).
+        self.group = GroupCommit(redis, confirmed, observe_calls)
         self.defaults = dict(defaults or {})
         self._packed_defaults = {
             ns: msgpack.packb(config.to_fields(ns)[0]) for ns, config in self.defaults.items()

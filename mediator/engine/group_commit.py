@@ -1,244 +1,308 @@
-"""Group commit: the hot paths' scripts (sends, receives, deletes), sent together while
-Redis is busy.
+"""Group commit: the hot paths' scripts (sends, receives, deletes) share one pipelined
+connection per Redis server, and one confirmation covers the writes of a loop turn.
 
-A node answering many senders at once (32 keep-alive connections from one issuer, or many
-phones) has several sends, receives and deletes ready at once. Each used to make its own
-round trip to Redis. Now a call goes at once, alone, while no group is in flight to its
-Redis connection target; beyond that, calls wait together, and when the group in flight
-comes back, all that waited go in one pipeline (one connection, one write and one read for
-the group, and one `WAIT`/`WAITAOF` after it when the settings ask for a confirmation: it
-covers every write of the connection before it). The busier the node, the bigger the
-groups; a lone call on an idle node waits for no company, and goes as it always went.
+Each call used to take a pooled connection, write, wait for its own reply and give the
+connection back: a round trip, a wake-up and the pool's bookkeeping per call. Now every call
+is written at once to the process's one line to its server (no waiting for company: a lone
+call on an idle node goes as soon as it is made) and one reader hands the replies back in
+the order they come, which is the order the calls were written. When several calls are in
+flight together (32 keep-alive senders, many phones), their replies arrive together and are
+read together: the process wakes once for a burst of them, and Redis serves one client
+instead of one per call.
 
-Each write is still its own script call: its own atomic unit, limits, duplicate check,
-books and reply; a script's error fails only its own write, a lost connection the writes
-it carried.
+With `MEDIATOR_WAIT_REPLICAS`/`MEDIATOR_WAIT_FSYNC`, a confirmed write is answered only once a
+`WAIT`/`WAITAOF` written after it on the same line came back: the writes of one turn of the
+event loop share one (it covers every earlier write of its connection), and each is counted
+confirmed or short.
 
-On a Redis Cluster the groups are per primary (the slot of each write's first key), on a
-connection of their own to it: a write that meets MOVED or ASK goes again alone, through
-the cluster's client.
+Each call is still its own script: its own atomic unit, limits, duplicate check, books and
+reply; a script's error fails only its own call, a lost connection the calls in flight on it
+(a call whose fate is unknown is not run again). A script the server lacks is loaded and the
+call made again (it did not run); on a Redis Cluster the lines go to each slot's primary and a
+call that meets MOVED or ASK goes again alone, through the cluster's client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError, ResponseError
 
 from mediator.engine.durability import Durability, is_redirection
 from mediator.engine.scripts import Scripts, sha, source
+from mediator.errors import ReplicationShortfall
 from mediator.storage.clients import STORAGE_ERRORS, RedisClient
 
-MAX_GROUP = 128  # writes per pipeline: a full group goes at once
-# Groups in flight per connection target before writes wait for the next: 1 measured best
-# (32 connections, 1 KiB forwards: 0.50x the anchor against 0.40x at 2 and 0.38x at 4,
-# whose groups stay small; bench/README.md).
-DEPTH = 1
+DRAIN_AT = 1 << 20  # bytes waiting in a line's socket buffer before a writer waits for it
 
 
-class _Write:
-    __slots__ = ("args", "future", "keys", "name")
+class _Call:
+    """A call in flight on a line; a `WAIT` carries the confirmed calls it covers."""
 
-    def __init__(self, name: str, keys: list[str], args: list[Any]) -> None:
-        self.name = name
-        self.keys = keys
-        self.args = args
+    __slots__ = ("confirmed", "covers", "future", "reply")
+
+    def __init__(self, confirmed: bool = False, covers: list[_Call] | None = None) -> None:
         self.future: asyncio.Future[tuple[Any, Exception | None]] = (
             asyncio.get_running_loop().create_future()
         )
+        self.confirmed = confirmed  # answered only when the WAIT after it comes back
+        self.covers = covers  # a WAIT's calls (None: a script call)
+        self.reply: Any = None
 
-    def settle(self, reply: Any, shortfall: Exception | None = None) -> None:
+    def answer(self, reply: Any, shortfall: Exception | None = None) -> None:
         if not self.future.done():  # its caller may have given up (cancelled)
             self.future.set_result((reply, shortfall))
 
     def fail(self, error: BaseException) -> None:
-        if not self.future.done():
+        if self.future.done():
+            return
+        if isinstance(error, asyncio.CancelledError):
+            self.future.cancel()
+        else:
             self.future.set_exception(error)
 
 
-class _Slot:
-    """The writes of one connection target: the groups in flight and the one filling."""
+class _Line:
+    """The process's connection to one Redis server for the hot paths."""
 
-    __slots__ = ("filling", "in_flight")
+    def __init__(
+        self,
+        client: Redis,
+        durability: Durability | None,
+        observe: Callable[[int], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.observe = observe
+        self.durability = durability
+        self.conn: AbstractConnection | None = None
+        self.lock = asyncio.Lock()  # one connect at a time
+        self.pending: deque[_Call] = deque()  # in the order written: replies come so
+        self.unwaited: list[_Call] = []  # confirmed calls written since the last WAIT
+        self.waiting = False  # a WAIT is in flight (or about to be written)
+        self.buffer: list[bytes] = []  # written at the end of this turn
+        self.reader: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.filling: list[_Write] = []
+    @property
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    async def call(self, args: list[Any], confirm: bool) -> tuple[Any, Exception | None]:
+        conn = self.conn
+        if conn is not None and not self.pending and not _alive(conn):
+            self._broken(conn, RedisConnectionError("closed while idle"))  # nothing in flight
+            conn = None
+        if conn is None:
+            conn = await self._connect()
+        call = _Call(confirm)
+        self._write(conn, call, args)
+        if self.observe is not None:
+            self.observe(len(self.pending))
+        loop = asyncio.get_running_loop()
+        if confirm:
+            self.unwaited.append(call)
+            if len(self.unwaited) == 1 and not self.waiting:
+                loop.call_soon(self._wait, conn)  # one WAIT after this turn's writes
+        if self.reader is None or self.reader.done():
+            self.reader = loop.create_task(self._read(conn))
+        if _buffered(conn) > DRAIN_AT:
+            await _writer(conn).drain()
+        return await call.future
+
+    async def _connect(self) -> AbstractConnection:
+        async with self.lock:
+            if self.conn is None:
+                conn = await self.client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+                if not conn.is_connected:
+                    await conn.connect()
+                self.conn = conn
+            return self.conn
+
+    def _write(self, conn: AbstractConnection, call: _Call, args: list[Any]) -> None:
+        """On the wire at once when nothing is in flight (an idle node waits for nothing);
+        else at the end of this turn, with the others of the turn (one write for them)."""
+        packed = conn.pack_command(*args)
+        if self.pending:
+            if not self.buffer:
+                asyncio.get_running_loop().call_soon(self._flush, conn)
+            self.buffer += packed
+        else:
+            self._send(conn, packed)
+        self.pending.append(call)
+
+    def _flush(self, conn: AbstractConnection) -> None:
+        packed, self.buffer = self.buffer, []
+        if conn is self.conn and packed:
+            with contextlib.suppress(RedisConnectionError):  # then they failed with it
+                self._send(conn, packed)
+
+    def _send(self, conn: AbstractConnection, packed: list[bytes]) -> None:
+        try:
+            _writer(conn).writelines(packed)
+        except Exception as exc:  # the socket is gone: what is in flight on it fails
+            error = RedisConnectionError(f"the connection to Redis is lost: {exc}")
+            self._broken(conn, error)
+            raise error from exc
+
+    def _wait(self, conn: AbstractConnection) -> None:
+        """One WAIT for the confirmed writes not covered yet: those of a turn, or all that
+        came while the previous WAIT was out (one at a time: Redis runs a connection's
+        commands in order, so a second would only wait behind the first)."""
+        covered, self.unwaited = self.unwaited, []
+        if conn is not self.conn or not covered:
+            return  # the line broke meanwhile: they failed with it
+        assert self.durability is not None
+        self.waiting = True
+        with contextlib.suppress(RedisConnectionError):  # then they failed with the line
+            self._write(conn, _Call(covers=covered), self.durability.wait_command())
+
+    async def _read(self, conn: AbstractConnection) -> None:
+        """Replies in order, each to its call, while calls are in flight on `conn`."""
+        while self.pending and self.conn is conn:
+            try:
+                reply: Any = await conn.read_response()
+            except ResponseError as exc:  # a script's error: its call's alone
+                reply = exc
+            except asyncio.CancelledError:
+                self._broken(conn, asyncio.CancelledError())
+                raise
+            except Exception as exc:  # the connection is gone: every call on it fails
+                self._broken(conn, exc)
+                return
+            self._deliver(self.pending.popleft(), reply)
+
+    def _deliver(self, call: _Call, reply: Any) -> None:
+        if call.covers is not None:  # a WAIT: the confirmed calls it covers are answered
+            assert self.durability is not None
+            self.waiting = False
+            if self.unwaited and self.conn is not None:
+                self._wait(self.conn)  # those that came meanwhile: the next WAIT
+            for c in call.covers:
+                if c.future.done():
+                    continue  # failed on its own (not stored), or its caller gave up
+                if isinstance(reply, Exception):
+                    c.answer(c.reply, ReplicationShortfall(f"not confirmed ({reply})"))
+                else:
+                    c.answer(c.reply, self.durability.shortfall(reply))
+        elif isinstance(reply, Exception):
+            call.fail(reply)  # not stored: its WAIT has nothing to confirm
+        elif call.confirmed:
+            call.reply = reply  # answered when its WAIT comes back (written after it)
+        else:
+            call.answer(reply)
+
+    def _broken(self, conn: AbstractConnection, error: BaseException) -> None:
+        """Every call in flight on `conn` fails with `error`; the next call connects again."""
+        if self.conn is conn:
+            self.conn = None
+            task = asyncio.get_running_loop().create_task(self._release(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        calls = [*self.pending, *self.unwaited]
+        self.pending.clear()
+        self.unwaited, self.buffer, self.waiting = [], [], False
+        for call in calls:
+            call.fail(error)
+            for c in call.covers or ():
+                c.fail(error)
+
+    async def _release(self, conn: AbstractConnection) -> None:
+        with contextlib.suppress(Exception):
+            await conn.disconnect()
+        with contextlib.suppress(Exception):
+            await self.client.connection_pool.release(conn)
+
+
+def _writer(conn: AbstractConnection) -> asyncio.StreamWriter:
+    """The connection's socket (redis-py's; its API writes only by awaiting, and a call
+    must be on the wire, in order, before its caller lets another run)."""
+    writer: asyncio.StreamWriter | None = conn._writer
+    if writer is None:
+        raise RedisConnectionError("the connection to Redis is closed")
+    return writer
+
+
+def _alive(conn: AbstractConnection) -> bool:
+    """Whether an idle connection still stands (the server may have closed it meanwhile:
+    a restart, its idle timeout, an operator's CLIENT KILL)."""
+    writer: asyncio.StreamWriter | None = conn._writer
+    reader: asyncio.StreamReader | None = conn._reader
+    if writer is None or writer.transport.is_closing():
+        return False
+    return reader is None or not reader.at_eof()
+
+
+def _buffered(conn: AbstractConnection) -> int:
+    writer: asyncio.StreamWriter | None = conn._writer
+    return 0 if writer is None else int(writer.transport.get_write_buffer_size())
 
 
 class GroupCommit:
-    """Writes of one process, grouped per Redis connection they must go through.
+    """The hot paths' script calls of one process, on one line per Redis server.
 
     `durability` confirms writes asked to be confirmed when it is enabled, and finds the
-    primary of a key on a cluster (None: nothing is confirmed, and a cluster's writes go
-    alone); `observe` hears each group's size (a node's metrics); `depth`: groups in flight at
-    once per target before writes wait to go in the next group."""
+    primary of a key on a cluster (None: nothing is confirmed, and a cluster's calls go
+    through its own client); `observe` hears, per call, how many were in flight on its
+    line with it (a node's metrics)."""
 
     def __init__(
         self,
         redis: RedisClient,
         durability: Durability | None = None,
         observe: Callable[[int], None] | None = None,
-        *,
-        depth: int = DEPTH,
     ) -> None:
         self.redis = redis
         self.scripts = Scripts(redis)
         self.durability = durability
-        self.depth = depth
         self._observe = observe
-        self._slots: dict[tuple[int, bool], _Slot] = {}
-        self._tasks: set[asyncio.Task[None]] = set()  # groups in flight (kept referenced)
+        self._lines: dict[tuple[int, bool], _Line] = {}
+
+    def in_flight(self) -> int:
+        """Calls written and not answered yet, on every line."""
+        return sum(line.in_flight for line in self._lines.values())
 
     async def write(
         self, name: str, keys: list[str], args: list[Any], *, confirm: bool = False
     ) -> tuple[Any, Exception | None]:
-        """Run script `name`, grouped with the writes waiting beside it: its reply, and why
-        its confirmation fell short (None when it did not, or when none was asked for)."""
+        """Run script `name` on its server's line: its reply, and why its confirmation fell
+        short (None when it did not, or when none was asked for)."""
         durability = self.durability
         confirmed = confirm and durability is not None and durability.enabled
-        if isinstance(self.redis, RedisCluster) or confirmed:
+        if isinstance(self.redis, RedisCluster):
             if durability is None:
                 return await self.scripts.call(name, keys, args), None
             client: Redis = durability.backend.pinned(keys[0])  # its slot's primary
         else:
             client = self.redis
-        key = (id(client), confirmed)
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self._slots[key] = _Slot()
-        write = _Write(name, keys, args)
-        if slot.in_flight < self.depth:  # room: it goes now, alone, in its caller's task
-            slot.in_flight += 1
-            try:
-                await self._run(client, [write], confirmed)
-            except Exception as exc:
-                write.fail(exc)
-            finally:
-                self._done(key, slot, client, confirmed)
-        else:  # it goes with the others that arrive before a group in flight comes back
-            slot.filling.append(write)
-            if len(slot.filling) >= MAX_GROUP:
-                self._start(key, slot, client, confirmed)
-        return await write.future
-
-    def _done(self, key: tuple[int, bool], slot: _Slot, client: Redis, confirmed: bool) -> None:
-        """A group came back: the one filling goes (in a task of its own, one turn on, so
-        that what its turn brings joins it)."""
-        slot.in_flight -= 1
-        if slot.filling:
-            self._start(key, slot, client, confirmed)
-        elif slot.in_flight == 0 and self._slots.get(key) is slot:
-            del self._slots[key]  # pinned clients come and go with a cluster's primaries
-
-    def _start(self, key: tuple[int, bool], slot: _Slot, client: Redis, confirmed: bool) -> None:
-        writes, slot.filling = slot.filling, []
-        slot.in_flight += 1
-        task = asyncio.get_running_loop().create_task(
-            self._flush(key, slot, client, writes, confirmed)
-        )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _flush(
-        self,
-        key: tuple[int, bool],
-        slot: _Slot,
-        client: Redis,
-        writes: list[_Write],
-        confirmed: bool,
-    ) -> None:
+        # Confirmed writes have a line of their own: a WAIT holds up what follows it on its
+        # connection, which must not be a live delivery's receive.
+        line = self._lines.get((id(client), confirmed))
+        if line is None:
+            line = self._lines[(id(client), confirmed)] = _Line(client, durability, self._observe)
+        command = ["EVALSHA", sha(name), len(keys), *keys, *args]
         try:
-            await self._run(client, writes, confirmed)
-        except asyncio.CancelledError:  # the process is stopping
-            for write in writes:
-                write.future.cancel()
-            raise
-        except Exception as exc:  # the connection failed: every write of it does
-            for write in writes:
-                write.fail(exc)
-        finally:
-            self._done(key, slot, client, confirmed)
-
-    async def _run(self, client: Redis, writes: list[_Write], confirmed: bool) -> None:
-        if self._observe is not None:
-            self._observe(len(writes))
-        if len(writes) == 1:  # as a lone write always went: no pipeline to build
-            w = writes[0]
-            if confirmed:
-                assert self.durability is not None
-                w.settle(*await self.durability.script(w.name, w.keys, w.args))
-            else:
-                w.settle(await self.scripts.call(w.name, w.keys, w.args))
-            return
-        if confirmed:
-            await self._confirmed(client, writes)
-        else:
-            await self._plain(client, writes)
-
-    async def _plain(self, client: Redis, writes: list[_Write]) -> None:
-        for attempt in (1, 2):
-            pipe = client.pipeline(transaction=False)
-            for w in writes:
-                pipe.evalsha(sha(w.name), len(w.keys), *w.keys, *w.args)
-            replies = await self._execute(pipe)
-            missing, alone = [], []
-            for w, reply in zip(writes, replies, strict=True):
-                if isinstance(reply, NoScriptError) and attempt == 1:
-                    missing.append(w)  # it did not run: again once the script is loaded
-                elif is_redirection(reply):
-                    alone.append(w)  # not run on this node: the cluster's client finds it
-                elif isinstance(reply, Exception):
-                    w.fail(reply)
-                else:
-                    w.settle(reply)
-            for w in alone:
-                try:
-                    w.settle(await self.scripts.call(w.name, w.keys, w.args))
-                except Exception as exc:
-                    w.fail(exc)
-            if not missing:
-                return
-            for name in {w.name for w in missing}:
-                await client.script_load(source(name))
-            writes = missing
-
-    async def _execute(self, pipe: Any) -> list[Any]:
-        """A group's pipeline: each command's reply or error. A lost connection fails the
-        whole group; not run again (its writes may have stored their messages)."""
-        try:
-            return list(await pipe.execute(raise_on_error=False))
-        except (RedisConnectionError, RedisTimeoutError, OSError):
-            if self.durability is not None:
+            return await line.call(command, confirmed)
+        except NoScriptError:  # a restarted or new server: it did not run
+            await client.script_load(source(name))
+            return await line.call(command, confirmed)
+        except ResponseError as exc:
+            if not is_redirection(exc):
+                raise
+        except STORAGE_ERRORS:
+            if durability is not None:
                 with contextlib.suppress(*STORAGE_ERRORS):
-                    await self.durability.backend.refresh_slots()  # perhaps its node is gone
+                    await durability.backend.refresh_slots()  # perhaps its node is gone
             raise
-
-    async def _confirmed(self, client: Redis, writes: list[_Write]) -> None:
-        durability = self.durability
-        assert durability is not None
-        pipe = client.pipeline(transaction=False)
-        for w in writes:
-            pipe.evalsha(sha(w.name), len(w.keys), *w.keys, *w.args)
-        pipe.execute_command(*durability.wait_command())
-        *results, confirmation = await self._execute(pipe)
-        alone = []
-        for w, reply in zip(writes, results, strict=True):
-            if isinstance(reply, NoScriptError) or is_redirection(reply):
-                alone.append(w)  # it did not run here: alone, the way a lone write goes
-            elif isinstance(reply, Exception):
-                w.fail(reply)
-            else:
-                w.settle(reply, durability.shortfall(confirmation))
-        for w in alone:
-            try:
-                w.settle(*await durability.script(w.name, w.keys, w.args))
-            except Exception as exc:
-                w.fail(exc)
+        # Not run on that node (a cluster's slot moved): alone, the way calls always went.
+        if confirmed:
+            assert durability is not None
+            return await durability.script(name, keys, args)
+        return await self.scripts.call(name, keys, args), None

@@ -173,11 +173,11 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        self.write_groups = Histogram(
-            "mediator_write_group_size",
-            "Script calls of the hot paths (forwards, sends, receives, deletes) that went to "
-            "Redis together in one pipeline (group commit): calls per group. Bigger groups "
-            "when Redis is busy.",
+        self.calls_in_flight = Histogram(
+            "mediator_redis_calls_in_flight",
+            "Per hot-path script call (forwards, sends, receives, deletes), the calls in "
+            "flight on the node's pipelined connection to its Redis server as it went, itself "
+            "included: 1 when alone; higher when Redis is busy or far.",
             registry=r,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128),
         )
