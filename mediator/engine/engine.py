@@ -98,14 +98,13 @@ class Engine(RecipientQueues):
         observe_calls: Callable[[int], None] | None = None,
     ) -> None:
         self.redis = redis
-        # Sends wait for replicas or fsyncs through it when the settings ask for them.
-        self.confirmed = confirmed if confirmed is not None and confirmed.enabled else None
         # This node's channel (keys.node_channel), named in a queue's waiters when a receive
         # here waits on it; its WakeHub listens there. Empty: this process never waits.
         self.wake_channel = wake_channel
         self.scripts = Scripts(redis)
-        # Sends, receives and deletes share one pipelined connection per server
-        # (`observe_calls` hears how many were in flight as each went).
+        # Sends, receives and deletes share one pipelined connection per server; sends
+        # wait there for replicas or fsyncs when the settings ask (`confirmed`).
+        # `observe_calls` hears how many calls were in flight as each went.
         self.group = GroupCommit(redis, confirmed, observe_calls)
         self.defaults = dict(defaults or {})
         self._packed_defaults = {
@@ -670,9 +669,9 @@ class Engine(RecipientQueues):
     async def _write(
         self, name: str, script_keys: list[str], args: list[Any], *, confirm: bool = True
     ) -> tuple[Any, Exception | None]:
-        """A script that stores messages, run with the others of its turn, and why its
-        confirmation fell short (None when it did not, or when nothing waits: no setting
-        asks for it, or `confirm` is off)."""
+        """A script that stores messages, on its server's line (group_commit.py), and why
+        its confirmation fell short (None when it did not, or when nothing waits: no
+        setting asks for it, or `confirm` is off)."""
         return await self.group.write(name, script_keys, args, confirm=confirm)
 
     def _info(self, ref: QueueRef, fields: dict[str, str]) -> QueueInfo:
