@@ -50,6 +50,18 @@ async def stored_bodies(engine: Engine, ref: QueueRef) -> list[bytes]:
     return [m.body for m in got.messages]
 
 
+async def held_bodies(engine: Engine, ref: QueueRef) -> list[bytes]:
+    """What the queue holds, read without changing it, again while the connection the
+    read took from the pool turns out killed (the tests kill every client)."""
+    for attempt in range(5):
+        try:
+            return [m.body for m in await engine.peek(ref, 1000)]
+        except STORAGE_ERRORS:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
 async def test_sends_in_flight_together_each_get_their_own_answer_in_order(
     grouped: Grouped, qname: str
 ):
@@ -142,9 +154,49 @@ async def test_a_lost_connection_fails_only_the_writes_it_carried(tmp_path: Path
         assert failed and all(isinstance(a, STORAGE_ERRORS) for a in failed), failed
         accepted = {b for b, a in zip(bodies, answers, strict=True) if not isinstance(a, Exception)}
         await engine.send(ref, [SendMessage(b"later")])
-        stored = await stored_bodies(engine, ref)
+        stored = await held_bodies(engine, ref)
         assert len(stored) == len(set(stored))  # nothing twice
         assert accepted | {b"later"} <= set(stored) <= set(bodies) | {b"later"}
+    finally:
+        await backend.aclose()
+        server.stop()
+
+
+@pytest.mark.parametrize("confirmed", [False, True], ids=["plain", "waitaof"])
+async def test_connections_killed_again_and_again_leave_no_send_waiting(
+    tmp_path: Path, qname: str, confirmed: bool
+):
+    """Sends keep coming while their connection is killed, round after round: every send
+    is answered (stored, or a storage error), none hangs, none is stored twice; with
+    --wait-fsync too (WAITAOF, on a line of its own)."""
+    server = start_binary_server(tmp_path / "data")
+    backend = Backend(server.url)
+    try:
+        await backend.start()
+        engine = Engine(backend.client, confirmed=Durability(backend, fsync=confirmed))
+        ref = QueueRef(NS, qname)
+        await engine.create_queue(ref, cfg())
+        accepted: set[bytes] = set()
+        sent: set[bytes] = set()
+        for round_ in range(15):
+            bodies = [f"r{round_}-{i}".encode() for i in range(40)]
+            sent.update(bodies)
+            sends = [asyncio.ensure_future(engine.send(ref, [SendMessage(b)])) for b in bodies]
+            await asyncio.sleep(0.001 * (round_ % 4))
+            await backend.client.client_kill_filter(_type="normal", skipme=True)
+            more = [f"r{round_}-late{i}".encode() for i in range(10)]  # right after the kill
+            sent.update(more)
+            sends += [asyncio.ensure_future(engine.send(ref, [SendMessage(b)])) for b in more]
+            answers = await asyncio.wait_for(asyncio.gather(*sends, return_exceptions=True), 30)
+            for body, answer in zip([*bodies, *more], answers, strict=True):
+                if isinstance(answer, Exception):
+                    assert isinstance(answer, STORAGE_ERRORS), answer
+                else:
+                    accepted.add(body)
+        assert accepted  # most went through
+        stored = await held_bodies(engine, ref)
+        assert len(stored) == len(set(stored))  # nothing twice
+        assert accepted <= set(stored) <= sent
     finally:
         await backend.aclose()
         server.stop()

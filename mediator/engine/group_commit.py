@@ -139,10 +139,11 @@ class _Line:
         self.pending.append(call)
 
     def _flush(self, conn: AbstractConnection) -> None:
+        if conn is not self.conn or not self.buffer:
+            return  # the line broke meanwhile (they failed with it), or nothing is left
         packed, self.buffer = self.buffer, []
-        if conn is self.conn and packed:
-            with contextlib.suppress(RedisConnectionError):  # then they failed with it
-                self._send(conn, packed)
+        with contextlib.suppress(RedisConnectionError):  # then they failed with the line
+            self._send(conn, packed)
 
     def _send(self, conn: AbstractConnection, packed: list[bytes]) -> None:
         try:
@@ -156,9 +157,9 @@ class _Line:
         """One WAIT for the confirmed writes not covered yet: those of a turn, or all that
         came while the previous WAIT was out (one at a time: Redis runs a connection's
         commands in order, so a second would only wait behind the first)."""
+        if conn is not self.conn or not self.unwaited:
+            return  # the line broke meanwhile (they failed with it), or nothing is left
         covered, self.unwaited = self.unwaited, []
-        if conn is not self.conn or not covered:
-            return  # the line broke meanwhile: they failed with it
         assert self.durability is not None
         self.waiting = True
         with contextlib.suppress(RedisConnectionError):  # then they failed with the line
@@ -177,6 +178,8 @@ class _Line:
             except Exception as exc:  # the connection is gone: every call on it fails
                 self._broken(conn, exc)
                 return
+            if self.conn is not conn:
+                return  # given up meanwhile: its calls failed with it
             self._deliver(self.pending.popleft(), reply)
 
     def _deliver(self, call: _Call, reply: Any) -> None:
@@ -200,21 +203,32 @@ class _Line:
             call.answer(reply)
 
     def _broken(self, conn: AbstractConnection, error: BaseException) -> None:
-        """Every call in flight on `conn` fails with `error`; the next call connects again."""
-        if self.conn is conn:
-            self.conn = None
-            task = asyncio.get_running_loop().create_task(self._release(conn))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        """Every call in flight on `conn` fails with `error`; the next call connects again.
+        Nothing more when `conn` was given up already (its calls failed then)."""
+        if self.conn is not conn:
+            return
+        self.conn = None
+        reader, self.reader = self.reader, None
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()  # it reads `conn`, which goes back to the pool
+        task = asyncio.get_running_loop().create_task(self._release(conn, reader))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         calls = [*self.pending, *self.unwaited]
         self.pending.clear()
         self.unwaited, self.buffer, self.waiting = [], [], False
         for call in calls:
-            call.fail(error)
-            for c in call.covers or ():
-                c.fail(error)
+            if call.covers is None:
+                call.fail(error)
+            else:  # a WAIT: nobody awaits it, its calls hear the error
+                for c in call.covers:
+                    c.fail(error)
 
-    async def _release(self, conn: AbstractConnection) -> None:
+    async def _release(self, conn: AbstractConnection, reader: asyncio.Task[None] | None) -> None:
+        """Back to the pool once its reader is done with it (a reader still waiting on it
+        would close it under its next user)."""
+        if reader is not None:
+            await asyncio.wait([reader])
         with contextlib.suppress(Exception):
             await conn.disconnect()
         with contextlib.suppress(Exception):
