@@ -77,7 +77,7 @@ FIRST_GUESS_PER_S = 6_000.0
 # late by construction; later than that, something held the sender back.
 LATE_MS = 2.0
 DUPLICATES = "mediator_didcomm_duplicate_forwards_total"
-GROUP_SUM, GROUP_COUNT = (
+IN_FLIGHT_SUM, CALLS = (
     "mediator_redis_calls_in_flight_sum",
     "mediator_redis_calls_in_flight_count",
 )
@@ -216,22 +216,23 @@ class ForwardLatency:
         self.forwards = DistinctForwards(recipients, node1.port)
 
     async def node_counters(self) -> dict[str, float]:
-        """Node 1's duplicate forwards and write groups (its group commit) so far."""
+        """Node 1's duplicate forwards and its hot-path calls with how many were in flight
+        as each went (its group commit) so far."""
         node = self.servers.node1
         assert node is not None
         metrics = await node_metrics(node)
-        return {k: metrics.get(k, math.nan) for k in (DUPLICATES, GROUP_SUM, GROUP_COUNT)}
+        return {k: metrics.get(k, math.nan) for k in (DUPLICATES, IN_FLIGHT_SUM, CALLS)}
 
     @staticmethod
     def counted(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-        """Duplicates and the mean write group between two `node_counters()`."""
-        groups = after[GROUP_COUNT] - before[GROUP_COUNT]
-        writes = after[GROUP_SUM] - before[GROUP_SUM]
+        """Duplicates and the mean calls in flight between two `node_counters()`."""
+        calls = after[CALLS] - before[CALLS]
+        in_flight = after[IN_FLIGHT_SUM] - before[IN_FLIGHT_SUM]
         duplicates = after[DUPLICATES] - before[DUPLICATES]
         return {
             "duplicates": 0 if math.isnan(duplicates) else int(duplicates),
-            "write_groups": None if math.isnan(groups) else int(groups),
-            "writes_per_group": writes / groups if groups > 0 else None,
+            "redis_calls": None if math.isnan(calls) else int(calls),
+            "calls_in_flight": in_flight / calls if calls > 0 else None,
         }
 
     # ------------------------------------------------------------------ saturation
@@ -261,7 +262,7 @@ class ForwardLatency:
             counts = self.counted(before, await self.node_counters())
             fastest = max(fastest, block.rate)
             label = "warm-up" if b < 0 else f"block {b + 1}/{args.pairs}"
-            group = counts["writes_per_group"]
+            group = counts["calls_in_flight"]
             progress(
                 f"forward-latency saturation {label}: {describe(block)}"
                 + (f" in flight {group:.1f}" if group else "")
@@ -342,7 +343,7 @@ class ForwardLatency:
             )
         if not latency:
             raise BenchError(f"forward-latency {name}: no forward was answered 202")
-        group = counts["writes_per_group"]
+        group = counts["calls_in_flight"]
         progress(
             f"forward-latency {name} ({fmt_rate(rate)}/s, {len(run.sent):,} forwards, sent at "
             f"{fmt_rate(sent_rate)}/s): send -> answer p50 {percentile(latency, 50):.2f} ms "
