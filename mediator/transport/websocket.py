@@ -45,6 +45,7 @@ from mediator.transport.socket_limits import FrameRate
 log = logging.getLogger(__name__)
 
 LIVE_BATCH = 10  # messages per live `delivery`
+RECENT_ACKS = 256  # ids acknowledged on a socket kept per connection (see _send_delivery)
 Batch = Callable[[int], Awaitable[ReceiveResult]]  # one receive of a delivery loop
 NORMAL_CLOSURE = 1000
 POLICY_VIOLATION = 1008  # an abuse limit: too many frames, sockets, or no valid message
@@ -67,6 +68,9 @@ class WsSession(Session):
         self._live: dict[str, asyncio.Task[None]] = {}
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._unacked: dict[str, set[str]] = {}
+        # Ids acknowledged on this socket lately: a delivery the loop fetched before they
+        # were deleted leaves them out (its frame would follow the acknowledgement's answer).
+        self._acked: dict[str, dict[str, None]] = {}
         self._keys: dict[str, KeyPair] = {}  # our key on an imported connection it delivers to
         self._writers: dict[str, DeliveryWriter] = {}  # a v2 wallet's deliveries
         self._first_pickup: dict[str, int] = {}  # Redis time of the first pickup answer
@@ -111,6 +115,13 @@ class WsSession(Session):
 
     def acknowledged(self, connection: str, message_ids: list[str]) -> None:
         self._unacked.get(connection, set()).difference_update(message_ids)
+        if connection not in self._live and connection not in self._drains:
+            return  # no delivery loop here to race with
+        recent = self._acked.setdefault(connection, {})
+        for mid in message_ids:
+            recent[mid] = None
+        while len(recent) > RECENT_ACKS:
+            del recent[next(iter(recent))]
 
     def pickup_seen(self, connection: str, now_ms: int) -> None:
         self._first_pickup.setdefault(connection, now_ms)
@@ -128,6 +139,20 @@ class WsSession(Session):
         async with self._send_lock:
             if self.closed:
                 raise SocketClosed
+            try:
+                await self.ws.send_text(payload.decode())
+            except Exception as exc:  # the peer went away mid-send
+                self.closed = True
+                raise SocketClosed from exc
+
+    async def send_built(self, build: Callable[[], bytes | None]) -> None:
+        """Write what `build` makes under the send lock (nothing when it makes None)."""
+        async with self._send_lock:
+            if self.closed:
+                raise SocketClosed
+            payload = build()
+            if payload is None:
+                return
             try:
                 await self.ws.send_text(payload.decode())
             except Exception as exc:  # the peer went away mid-send
@@ -190,6 +215,7 @@ class WsSession(Session):
                 with contextlib.suppress(Exception):
                     await self.services.mailbox.release(connection, sorted(ids))
         self._unacked.clear()
+        self._acked.clear()
 
     # ----------------------------------------------------------- presence
 
@@ -227,19 +253,28 @@ class WsSession(Session):
         await self._deliver_loop(connection, self._live_batch(connection, since_ms))
 
     async def _send_delivery(self, connection: str, messages: list[ReceivedMessage]) -> None:
-        self.offered(connection, [m.message_id for m in messages])
-        writer = self._writers.get(connection)
-        if writer is not None:
-            await self.carry(Outgoing(writer(messages)))
-            return
-        delivery = {
-            "@type": f"{DIDCOMM_ORG}messagepickup/2.0/delivery",
-            "@id": new_id(),
-            "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in messages],
-        }
-        ours = self._keys.get(connection) or self.services.keys_for(connection)
-        packed = envelope.pack(orjson.dumps(delivery), [connection], ours)
-        await self.carry(Outgoing(packed))  # deleted only on messages-received
+        """A `delivery` of what this socket has not had acknowledged meanwhile, built and
+        written under the send lock: a status answering an acknowledgement never goes out
+        before a delivery of what it acknowledged."""
+
+        def build() -> bytes | None:
+            acked = self._acked.get(connection, {})
+            fresh = [m for m in messages if m.message_id not in acked]
+            if not fresh:
+                return None
+            self.offered(connection, [m.message_id for m in fresh])
+            writer = self._writers.get(connection)
+            if writer is not None:
+                return writer(fresh)
+            delivery = {
+                "@type": f"{DIDCOMM_ORG}messagepickup/2.0/delivery",
+                "@id": new_id(),
+                "~attach": [{"@id": m.message_id, "data": {"base64": b64(m.body)}} for m in fresh],
+            }
+            ours = self._keys.get(connection) or self.services.keys_for(connection)
+            return envelope.pack(orjson.dumps(delivery), [connection], ours)
+
+        await self.send_built(build)  # deleted only on messages-received
 
     def _live_batch(self, connection: str, since_ms: int) -> Batch:
         hold = self.presence.hold(connection, self.socket_id)
