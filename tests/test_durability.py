@@ -138,6 +138,24 @@ async def test_a_redis_crash_with_fsync_always_loses_no_accepted_forward(
     assert accepted <= received
 
 
+def primary_and_replica(tmp_path: Path) -> tuple[ServerProcess, ServerProcess]:
+    """A primary with its append-only file on, and a replica of it."""
+    primary = ServerProcess(default_binary(), tmp_path / "primary", "--appendonly", "yes").start()
+    replica = ServerProcess(
+        default_binary(), tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
+    ).start()
+    return primary, replica
+
+
+async def synced(primary: ServerProcess) -> None:
+    """Until the primary's replica is online (synced)."""
+
+    async def online() -> int:
+        return replicas_online(primary)
+
+    assert await eventually(online, lambda n: n == 1, within=10, interval=0.05) == 1
+
+
 def _metric(text: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
@@ -187,20 +205,14 @@ def test_wait_fsync_is_refused_at_start_without_an_append_only_file(tmp_path: Pa
 async def test_the_wait_covers_the_write_itself_not_any_connection(tmp_path: Path) -> None:
     """With its replica frozen, a send cannot be confirmed: a WAIT on another connection
     (which wrote nothing) would count the frozen replica and answer 201."""
-    primary = ServerProcess(default_binary(), tmp_path / "primary", "--appendonly", "yes").start()
-    replica = ServerProcess(
-        default_binary(), tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
-    ).start()
+    primary, replica = primary_and_replica(tmp_path)
     node = Node(
         f"redis://127.0.0.1:{primary.port}/0",
         MEDIATOR_WAIT_REPLICAS="1",
         MEDIATOR_WAIT_TIMEOUT_SECONDS="0.5",
     )
     try:
-        for _ in range(200):  # the replica has synced
-            if replicas_online(primary) == 1:
-                break
-            await asyncio.sleep(0.05)
+        await synced(primary)
         await asyncio.to_thread(node.start)
         async with httpx.AsyncClient(base_url=node.base, timeout=30) as http:
             await create(http, "frozen")
@@ -226,20 +238,14 @@ async def test_sends_arriving_together_are_confirmed_by_one_wait_per_group(tmp_p
     """Group commit with --wait-replicas: while the first send waits for its frozen
     replica, 63 more are written behind it; each is answered 201 and counted confirmed,
     and one more WAIT confirms them all."""
-    primary = ServerProcess(default_binary(), tmp_path / "primary", "--appendonly", "yes").start()
-    replica = ServerProcess(
-        default_binary(), tmp_path / "replica", "--replicaof", "127.0.0.1", str(primary.port)
-    ).start()
+    primary, replica = primary_and_replica(tmp_path)
     node = Node(
         f"redis://127.0.0.1:{primary.port}/0",
         MEDIATOR_WAIT_REPLICAS="1",
         MEDIATOR_WAIT_TIMEOUT_SECONDS="20",  # the first WAIT outlasts the others' arrival
     )
     try:
-        for _ in range(200):
-            if replicas_online(primary) == 1:
-                break
-            await asyncio.sleep(0.05)
+        await synced(primary)
         await asyncio.to_thread(node.start)
         import redis
 
