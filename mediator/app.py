@@ -32,6 +32,7 @@ from mediator.mediation.threads import ThreadBook
 from mediator.mqs import auth as mqs_auth
 from mediator.mqs import openapi
 from mediator.mqs import routes as mqs_routes
+from mediator.mqs.direct import MessageRoutes
 from mediator.notify.notifier import Notifier
 from mediator.ops import cluster_state
 from mediator.ops.metrics import Metrics
@@ -223,6 +224,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             Middleware(DidcommSocket),
             Middleware(RequestLog, metrics=metrics_, drain=drain),
             Middleware(DidcommHttp),
+            Middleware(MessageRoutes),
         ],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, OutOfMemoryError
 
 from mediator.engine import keys
@@ -468,7 +467,7 @@ class Engine(RecipientQueues):
         ]
         if thread is not None:
             calls.append(("thread_order", [thread[0]], list(thread[1])))
-        if isinstance(self.redis, RedisCluster) or max_messages > RECEIVE_CHUNK:
+        if self.group.cluster or max_messages > RECEIVE_CHUNK:
             replies: list[Any] = [None, None, None]  # each on its own, in order
         else:
             replies = [*await self.scripts.side_by_side(calls), None]
@@ -528,7 +527,7 @@ class Engine(RecipientQueues):
             if thread is not None and n == len(chunks) - 1:
                 script_keys, tail = [*qk.all, thread[0]], list(thread[1])
             r = AcknowledgeReply.decode(
-                await self.scripts.call(
+                await self.group.call(
                     "acknowledge", script_keys, [ref.qualified, len(chunk), *chunk, *tail]
                 )
             )
@@ -543,7 +542,7 @@ class Engine(RecipientQueues):
         """Delete a message only if it is in this very queue (recipients' own queues)."""
         qk = keys.queue_keys(ref.qualified)
         r = DeleteReply.decode(
-            await self.scripts.call("delete_message", qk.all, [ref.qualified, message_id])
+            await self.group.call("delete_message", qk.all, [ref.qualified, message_id])
         )
         if r.code is not DeleteCode.DELETED:
             return False

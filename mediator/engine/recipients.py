@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mediator.engine import keys, replies
+from mediator.engine.group_commit import GroupCommit
 from mediator.engine.model import Hold, QueueRef, ReceivedMessage, ReceiveResult, TagStats
 from mediator.engine.replies import Handout, ReceiveCode
 from mediator.engine.scripts import Scripts
@@ -20,9 +21,11 @@ MAX_RECEIVE_CALLS = 50  # bounds one receive when scripts keep stopping at their
 
 
 class RecipientQueues:
-    """Mixed into Engine; uses its scripts and its upkeep schedule."""
+    """Mixed into Engine; uses its scripts, its line (group_commit.py: a live socket's
+    receives and releases share it with the node's sends) and its upkeep schedule."""
 
     scripts: Scripts
+    group: GroupCommit
     wake_channel: str
 
     def packed_defaults(self, namespace: str) -> bytes | str:
@@ -113,7 +116,7 @@ class RecipientQueues:
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             args[2] = want
             r = Handout.decode_filtered(
-                await self.scripts.call("receive_filtered", [*qk.all, *hold_keys], args)
+                await self.group.call("receive_filtered", [*qk.all, *hold_keys], args)
             )
             if r.code is ReceiveCode.NO_QUEUE:
                 raise QueueNotFound(ref.name)
@@ -134,7 +137,7 @@ class RecipientQueues:
         if not message_ids:
             return 0
         qk = keys.queue_keys(ref.qualified)
-        released = await self.scripts.call("release", qk.all, [ref.qualified, *message_ids])
+        released = await self.group.call("release", qk.all, [ref.qualified, *message_ids])
         return int(released)
 
     async def reclaim_inflight(

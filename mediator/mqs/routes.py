@@ -100,7 +100,7 @@ class MethodNotAllowed(RequestError):
 
 def _queue(request: Request) -> QueueRef:
     name = request.path_params["name"]
-    if request.url.path.startswith("/messages/") and headers.MESSAGE_ID.fullmatch(name):
+    if request.scope["path"].startswith("/messages/") and headers.MESSAGE_ID.fullmatch(name):
         raise MethodNotAllowed(request.method, _message_allow(name))
     return QueueRef(NAMESPACE, headers.check_queue_name(name))
 
