@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
 from mediator.engine.durability import Durability
+from mediator.engine.replies import queue_stats
 from mediator.engine.scripts import source
 from mediator.errors import LimitExceeded
 from mediator.storage.clients import STORAGE_ERRORS, Backend
@@ -112,6 +113,32 @@ async def test_a_write_whose_script_fails_fails_alone(grouped: Grouped, qname: s
     assert not any(isinstance(a, Exception) for a in answers[:5] + answers[6:])
     assert max(grouped.sizes) > 1
     assert await stored_bodies(engine, ref) == [f"m{i}".encode() for i in range(10)]
+
+
+async def test_calls_side_by_side_run_in_order_and_fail_alone(
+    grouped: Grouped, backend: Backend, qname: str
+):
+    """A pickup's calls written together on the line (one after the other on a cluster):
+    each its own reply in the order given, a failing script and a script the server lost
+    (NOSCRIPT: not run) answered as errors without holding up the others."""
+    engine = grouped.engine
+    ref = QueueRef(NS, qname)
+    await engine.create_queue(ref, cfg())
+    await engine.send(ref, [SendMessage(b"one"), SendMessage(b"two")])
+    qk = keys.queue_keys(ref.qualified).all
+    for primary in backend.primaries():
+        await primary.script_flush()
+        await primary.script_load(source("queue_stats"))
+    stats = ("queue_stats", qk, [ref.qualified])
+    broken = ("queue_stats", qk, [])  # no queue name: the script fails
+
+    replies = await engine.group.side_by_side([stats, broken, ("peek", qk, [10]), stats])
+
+    assert isinstance(replies[1], ResponseError) and isinstance(replies[2], NoScriptError)
+    first, last = queue_stats(replies[0]), queue_stats(replies[3])
+    assert first is not None and last is not None
+    assert (first.stored, first.bytes) == (last.stored, last.bytes) == (2, len(b"onetwo"))
+    assert first.now_ms <= last.now_ms  # in the order given
 
 
 async def test_writes_to_a_server_that_lost_its_scripts_each_run_once(

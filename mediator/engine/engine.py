@@ -470,7 +470,7 @@ class Engine(RecipientQueues):
         if self.group.cluster or max_messages > RECEIVE_CHUNK:
             replies: list[Any] = [None, None, None]  # each on its own, in order
         else:
-            replies = [*await self.scripts.side_by_side(calls), None]
+            replies = [*await self.group.side_by_side(calls), None]
         first, counted, ordered = replies[:3]
         alone = first is None or isinstance(first, NoScriptError)  # it did not run
         if not alone and isinstance(first, Exception):

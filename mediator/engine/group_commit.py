@@ -96,26 +96,49 @@ class _Line:
         return len(self.pending)
 
     async def call(self, args: list[Any], confirm: bool) -> tuple[Any, Exception | None]:
+        [call] = await self._start([args], confirm)
+        return await call.future
+
+    async def side_by_side(self, commands: list[list[Any]]) -> list[Any]:
+        """Several calls written together, run in order: each reply, or the error of a
+        call that failed alone (a script's). A lost connection raises."""
+        calls = await self._start(commands, False)
+        answers = await asyncio.gather(*(c.future for c in calls), return_exceptions=True)
+        out: list[Any] = []
+        for answer in answers:
+            if isinstance(answer, ResponseError):
+                out.append(answer)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                out.append(answer[0])
+        return out
+
+    async def _start(self, commands: list[list[Any]], confirm: bool) -> list[_Call]:
+        """The calls written (or buffered for the end of the turn), in order."""
         conn = self.conn
         if conn is not None and not self.pending and not _alive(conn):
             self._broken(conn, RedisConnectionError("closed while idle"))  # nothing in flight
             conn = None
         if conn is None:
             conn = await self._connect()
-        call = _Call(confirm)
-        self._write(conn, call, args)
-        if self.observe is not None:
-            self.observe(len(self.pending))
         loop = asyncio.get_running_loop()
-        if confirm:
-            self.unwaited.append(call)
-            if len(self.unwaited) == 1 and not self.waiting:
-                loop.call_soon(self._wait, conn)  # one WAIT after this turn's writes
+        calls = []
+        for args in commands:
+            call = _Call(confirm)
+            self._write(conn, call, args)
+            calls.append(call)
+            if self.observe is not None:
+                self.observe(len(self.pending))
+            if confirm:
+                self.unwaited.append(call)
+                if len(self.unwaited) == 1 and not self.waiting:
+                    loop.call_soon(self._wait, conn)  # one WAIT after this turn's writes
         if self.reader is None or self.reader.done():
             self.reader = loop.create_task(self._read(conn))
         if _buffered(conn) > DRAIN_AT:
             await _writer(conn).drain()
-        return await call.future
+        return calls
 
     async def _connect(self) -> AbstractConnection:
         async with self.lock:
@@ -285,6 +308,32 @@ class GroupCommit:
         """Calls written and not answered yet, on every line."""
         return sum(line.in_flight for line in self._lines.values())
 
+    def _line(self, client: Redis, confirmed: bool) -> _Line:
+        # Confirmed writes have a line of their own: a WAIT holds up what follows it on its
+        # connection, which must not be a live delivery's receive.
+        line = self._lines.get((id(client), confirmed))
+        if line is None:
+            line = self._lines[(id(client), confirmed)] = _Line(
+                client, self.durability, self._observe
+            )
+        return line
+
+    async def side_by_side(self, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+        """Several script calls written together on the server's line, run in order; each
+        reply, or the error of a call that failed alone (NoScriptError: it did not run, its
+        caller runs it again). On a cluster, whose keys may live on several servers, one
+        after the other through its client."""
+        commands = [["EVALSHA", sha(name), len(keys), *keys, *args] for name, keys, args in calls]
+        if not self.cluster:
+            return await self._line(cast(Redis, self.redis), False).side_by_side(commands)
+        out: list[Any] = []
+        for command in commands:
+            try:
+                out.append(await self.redis.execute_command(*command))
+            except ResponseError as exc:
+                out.append(exc)
+        return out
+
     async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """Run script `name` on its server's line, unconfirmed: its reply."""
         reply, _ = await self.write(name, keys, args)
@@ -303,11 +352,7 @@ class GroupCommit:
             client: Redis = durability.backend.pinned(keys[0])  # its slot's primary
         else:
             client = cast(Redis, self.redis)
-        # Confirmed writes have a line of their own: a WAIT holds up what follows it on its
-        # connection, which must not be a live delivery's receive.
-        line = self._lines.get((id(client), confirmed))
-        if line is None:
-            line = self._lines[(id(client), confirmed)] = _Line(client, durability, self._observe)
+        line = self._line(client, confirmed)
         command = ["EVALSHA", sha(name), len(keys), *keys, *args]
         try:
             return await line.call(command, confirmed)

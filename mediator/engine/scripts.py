@@ -113,15 +113,6 @@ class Scripts:
             await self._redis.script_load(source(name))  # a restarted or new server
             return await self._redis.evalsha(sha(name), len(keys), *keys, *args)
 
-    async def side_by_side(self, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
-        """Several script calls in one round trip, run in order, each reply or error as it
-        came (NoScriptError: that call did not run, its caller runs it again). Not on a
-        cluster (its client pipelines no scripts)."""
-        pipe = self._redis.pipeline(transaction=False)
-        for name, keys, args in calls:
-            pipe.evalsha(sha(name), len(keys), *keys, *args)
-        return list(await pipe.execute(raise_on_error=False))
-
     async def pipeline(self, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
         """Several script calls in one round trip; on a cluster (whose client pipelines no
         scripts) concurrently instead. Only for scripts that may run twice: when a server
