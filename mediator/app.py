@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from mediator import plugins, runtime, tasks
 from mediator.cluster.drain import Drain
+from mediator.cluster.handoffs import Handoffs
 from mediator.cluster.health import StorageWatch
 from mediator.cluster.presence import Presence
 from mediator.engine import Engine, keys
@@ -149,6 +150,9 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             forwards_per_second=settings.limits.forwards_per_second,
             routed=backend.mode is not Mode.CLUSTER,
         )
+        # A send hands a message straight to a live socket here (cluster/handoffs.py).
+        handoffs = Handoffs(mailbox.release, metrics_.delivered.inc)
+        hub.on_bytes("take", handoffs.on_take)
         pusher = Pusher(redis, store, mailbox, settings.push, settings.outbound, metrics_)
         notifier = Notifier(
             redis, mailbox, presence, settings.notify, settings.push, settings.outbound, metrics_
@@ -166,6 +170,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             endpoints=(settings.public_endpoint, settings.public_ws_endpoint),
             pusher=pusher,
             presence=presence,
+            handoffs=handoffs,
             notifier=notifier,
             limiter=Limiter(engine.scripts, settings.limits, redis, identity.sigkey[:32]),
             imported=imported,
@@ -208,6 +213,7 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             await notifier.aclose()
             await watch.stop()
             await presence.stop()
+            await handoffs.stop()
             await hub.stop()
             await backend.aclose()
 

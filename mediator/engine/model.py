@@ -245,6 +245,9 @@ class ReceiveResult:
     # Nothing else was there: a caller that asked to wait (wait_marker_ms) is marked as
     # waiting on the queue already, and may wait without another receive first.
     drained: bool = False
+    # A live socket's receive that takes hand-offs: the queue's hand-offs so far (see
+    # receive_filtered.lua), None otherwise.
+    handed: int | None = None
 
 
 @dataclass(frozen=True)

@@ -90,12 +90,17 @@ class RecipientQueues:
         min_enqueue_ms: int | None = None,
         wait_marker_ms: int = 0,
         hold: Hold | None = None,
+        handoffs: bool = False,
     ) -> ReceiveResult:
         """Like receive, but only messages with trace id `tag` and first enqueued at or after
         `min_enqueue_ms`, or handed out before and due again (for queues without delay, max
-        receives or dead letter queue)."""
+        receives or dead letter queue). `handoffs` (with a hold and a wait marker): the
+        holding socket's delivery loop takes the messages sends hand it (hand_off in
+        _lib.lua) for as long as the marker; the result's `handed` numbers them."""
         qk = keys.queue_keys(ref.qualified)
         hold_keys, hold_args = hold.script_args() if hold is not None else ([], [])
+        if handoffs and hold is not None:
+            hold_args = [*hold_args, "1"]
         args = [
             ref.qualified,
             self.wake_channel,
@@ -112,6 +117,7 @@ class RecipientQueues:
         now = 0
         next_due: int | None = None
         drained = False
+        handed: int | None = None
         for _ in range(MAX_RECEIVE_CALLS):
             want = min(RECEIVE_CHUNK, max_messages - len(out))
             args[2] = want
@@ -122,7 +128,7 @@ class RecipientQueues:
                 raise QueueNotFound(ref.name)
             if r.code is ReceiveCode.HOLD_LOST:
                 raise HoldLost(ref.name)
-            now, args[7] = r.now_ms, r.cursor
+            now, args[7], handed = r.now_ms, r.cursor, r.handed
             out += r.messages
             ended = not r.more and len(r.messages) < want
             if len(out) >= max_messages or ended:
@@ -130,7 +136,7 @@ class RecipientQueues:
                 if not out:
                     next_due = r.next_due_ms
                 break
-        return ReceiveResult(out, now, next_due, drained)
+        return ReceiveResult(out, now, next_due, drained, handed)
 
     async def release(self, ref: QueueRef, message_ids: Sequence[str]) -> int:
         """Make handed-out messages visible again at once, waking waiters on any node."""

@@ -42,6 +42,7 @@ class WakeHub:
         self._task: asyncio.Task[None] | None = None
         self._listeners: dict[str, Handler] = {}  # broadcast channels
         self._kinds: dict[str, Handler] = {}  # message kinds on this node's channel
+        self._raw: dict[bytes, Callable[[bytes], None]] = {}  # kinds whose text is bytes
         self.connected = asyncio.Event()
 
     def listen(
@@ -54,6 +55,11 @@ class WakeHub:
     def on(self, kind: str, handle: Callable[[str], None], reset: Callable[[], None]) -> None:
         """Deliver `<kind> <text>` messages on this node's channel to `handle(text)`."""
         self._kinds[kind] = (handle, reset)
+
+    def on_bytes(self, kind: str, handle: Callable[[bytes], None]) -> None:
+        """Deliver `<kind> <payload>` messages on this node's channel to `handle(payload)`,
+        undecoded (a hand-off carries a message's bytes)."""
+        self._raw[kind.encode()] = handle
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="wake-subscriber")
@@ -166,6 +172,12 @@ class WakeHub:
             kind, channel, data = response
             if kind != b"message":
                 continue  # a subscription's confirmation
+            if channel == own and self._raw:
+                head, _, payload = data.partition(b" ")
+                raw = self._raw.get(head)
+                if raw is not None:
+                    raw(payload)
+                    continue
             text = data.decode(errors="replace")
             if channel == own:
                 self.dispatch(text)

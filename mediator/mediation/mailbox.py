@@ -213,9 +213,11 @@ class Mailbox:
         since_ms: int | None = None,
         wait_marker_ms: int = 0,
         hold: Hold | None = None,
+        handoffs: bool = False,
     ) -> ReceiveResult:
         """Hand out up to `limit` messages until the delivery deadline (with the Redis time
-        and, when nothing came back, the next time something may)."""
+        and, when nothing came back, the next time something may); `handoffs`: a live
+        socket's loop, which takes what sends hand it meanwhile (cluster/handoffs.py)."""
         ref = queue_of(connection)
         vt = self.queue.delivery_timeout_seconds * 1000
         try:
@@ -232,6 +234,7 @@ class Mailbox:
                     min_enqueue_ms=since_ms,
                     wait_marker_ms=wait_marker_ms,
                     hold=hold,
+                    handoffs=handoffs,
                 )
         except QueueNotFound:
             return ReceiveResult([], await self.now_ms())

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mediator.cluster.handoffs import Handoffs
 from mediator.cluster.presence import Presence
 from mediator.didcomm.identity import connection_key
 from mediator.didcomm.keys import KeyPair
@@ -53,6 +54,7 @@ class Services:
     endpoints: tuple[str, ...]  # ours, in DID documents: HTTP(S) first, then WS(S)
     pusher: Pusher
     presence: Presence
+    handoffs: Handoffs
     notifier: Notifier
     limiter: Limiter
     imported: Imported = field(default_factory=Imported)  # another mediator's, carried over

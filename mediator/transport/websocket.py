@@ -27,6 +27,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mediator import tasks
 from mediator.cluster.drain import SERVICE_RESTART, TRY_AGAIN_LATER, Drain
+from mediator.cluster.handoffs import Inbox
 from mediator.didcomm import envelope
 from mediator.didcomm.keys import KeyPair
 from mediator.didcomm.message import DIDCOMM_ORG, new_id
@@ -45,6 +46,7 @@ from mediator.transport.socket_limits import FrameRate
 log = logging.getLogger(__name__)
 
 LIVE_BATCH = 10  # messages per live `delivery`
+ORDER_WAIT = 0.05  # seconds a receive's batch waits for hand-offs made before it (Inbox)
 RECENT_ACKS = 256  # ids acknowledged on a socket kept per connection (see _send_delivery)
 Batch = Callable[[int], Awaitable[ReceiveResult]]  # one receive of a delivery loop
 NORMAL_CLOSURE = 1000
@@ -75,10 +77,13 @@ class WsSession(Session):
         self._writers: dict[str, DeliveryWriter] = {}  # a v2 wallet's deliveries
         self._first_pickup: dict[str, int] = {}  # Redis time of the first pickup answer
         self._takeovers: set[asyncio.Task[None]] = set()
+        self._inboxes: dict[str, Inbox] = {}  # hand-offs to a live loop (handoffs.py)
         self.closed = False
         self.socket_id = uuid.uuid4().hex[:16]
         self.presence = pipeline.services.presence
         self.presence.register(self.socket_id, self._taken_over)
+        self.handoffs = pipeline.services.handoffs
+        self.handoffs.register(self.socket_id, self._handed)
 
     # -------------------------------------------------------------- Session API
 
@@ -108,6 +113,7 @@ class WsSession(Session):
         task = self._live.pop(connection, None)
         if task is not None:
             await tasks.stop(task)
+            await self._give_back(connection)
             await self.presence.release(connection, self.socket_id)
 
     def offered(self, connection: str, message_ids: list[str]) -> None:
@@ -203,10 +209,14 @@ class WsSession(Session):
     async def close(self) -> None:
         self.closed = True
         self.presence.unregister(self.socket_id)
+        self.handoffs.unregister(self.socket_id)
         held = {*self._live, *self._drains}
         await tasks.stop([*self._live.values(), *self._drains.values()])
         self._live.clear()
         self._drains.clear()
+        for connection in list(self._inboxes):
+            with contextlib.suppress(Exception):
+                await self._give_back(connection)
         for connection in held:
             with contextlib.suppress(Exception):
                 await self.presence.release(connection, self.socket_id)
@@ -235,7 +245,25 @@ class WsSession(Session):
             if task is not None:
                 await tasks.stop(task)
         self._unacked.pop(connection, None)
+        self._inboxes.pop(connection, None)  # the newer socket reclaims them too
         log.info("live delivery taken over by another socket", extra={"connection": connection})
+
+    # ----------------------------------------------------------- hand-offs
+
+    def _handed(self, connection: str, number: int, message: ReceivedMessage) -> bool:
+        """A send handed `message` to this socket's live loop for `connection`."""
+        inbox = self._inboxes.get(connection)
+        if inbox is None or self.closed or connection not in self._live:
+            return False  # released (cluster/handoffs.py)
+        inbox.put(number, message)
+        return True
+
+    async def _give_back(self, connection: str) -> None:
+        """What was handed to a live loop that ended before writing it: visible again."""
+        inbox = self._inboxes.pop(connection, None)
+        left = [] if inbox is None else inbox.take()
+        if left:
+            await self.services.mailbox.release(connection, [m.message_id for m in left])
 
     # ----------------------------------------------------------- delivery loops
 
@@ -250,7 +278,10 @@ class WsSession(Session):
             return
         except STORAGE_ERRORS as exc:
             log.warning("re-offering after a takeover failed: %s", exc)
-        await self._deliver_loop(connection, self._live_batch(connection, since_ms))
+        inbox = self._inboxes.setdefault(connection, Inbox())
+        await self._deliver_loop(
+            connection, self._live_batch(connection, since_ms, inbox), inbox=inbox
+        )
 
     async def _send_delivery(self, connection: str, messages: list[ReceivedMessage]) -> None:
         """A `delivery` of what this socket has not had acknowledged meanwhile, built and
@@ -276,15 +307,31 @@ class WsSession(Session):
 
         await self.send_built(build)  # deleted only on messages-received
 
-    def _live_batch(self, connection: str, since_ms: int) -> Batch:
+    def _live_batch(self, connection: str, since_ms: int, inbox: Inbox) -> Batch:
         hold = self.presence.hold(connection, self.socket_id)
+        mailbox = self.services.mailbox
 
         async def batch(marker_ms: int) -> ReceiveResult:
-            got = await self.services.mailbox.deliver(
-                connection, LIVE_BATCH, since_ms=since_ms, wait_marker_ms=marker_ms, hold=hold
+            got = await mailbox.deliver(
+                connection,
+                LIVE_BATCH,
+                since_ms=since_ms,
+                wait_marker_ms=marker_ms,
+                hold=hold,
+                handoffs=True,
             )
-            if got.messages:
-                await self._send_delivery(connection, got.messages)
+            upto = None if got.handed is None else inbox.counted(got.handed)
+            if not got.messages:
+                return got
+            # Hand-offs made before this receive go first (they are older than what it
+            # found: a hand-off takes only a message that is the only visible one).
+            if upto is not None:
+                loop = asyncio.get_running_loop()
+                end = loop.time() + ORDER_WAIT
+                while inbox.seen < upto and loop.time() < end:
+                    await inbox.wait(end - loop.time())
+            earlier = [] if got.handed is None else inbox.take(upto=got.handed)
+            await self._send_delivery(connection, [*earlier, *got.messages])
             return got
 
         return batch
@@ -319,11 +366,13 @@ class WsSession(Session):
         connection: str,
         batch: Batch,
         until: Callable[[], bool] = lambda: False,
+        inbox: Inbox | None = None,
     ) -> None:
         """Deliver whatever `batch` finds; when it left nothing behind, wait for a wake-up
         from a send on any node, for the next deadline, or for the periodic re-check (spread
-        by a tenth either way, so that sockets opened together do not re-check together).
-        Each batch renews the socket's hold; one another socket took ends the loop."""
+        by a tenth either way, so that sockets opened together do not re-check together),
+        writing meanwhile what sends hand to `inbox` (a live loop's). Each batch renews the
+        socket's hold; one another socket took ends the loop."""
         hub = self.services.hub
         recheck = self.pipeline.websocket.live_recheck_seconds
         marker_ms = int((recheck * 1.1 + 5) * 1000)  # outlives the longest wait below
@@ -352,7 +401,10 @@ class WsSession(Session):
                     if due is not None:
                         wait = max(0.0, (due - got.now_ms) / 1000)
                         timeout = min(timeout, wait + 0.002)
-                    await _woken_within(woken, timeout)
+                    if inbox is None:
+                        await _woken_within(woken, timeout)
+                    else:
+                        await self._serve(connection, inbox, woken, timeout, got.now_ms)
         except HoldLost:
             self._spawn_takeover(connection)
             return
@@ -366,6 +418,34 @@ class WsSession(Session):
             log.exception("delivery loop stopped", extra={"connection": connection})
             with contextlib.suppress(Exception):
                 await self.close_with(INTERNAL_ERROR)
+
+    async def _serve(
+        self,
+        connection: str,
+        inbox: Inbox,
+        woken: asyncio.Future[None],
+        seconds: float,
+        now_ms: int,
+    ) -> None:
+        """Until `woken` or `seconds`: write each hand-off as it comes, without a receive.
+        The wait ends by the earliest delivery deadline of what was written (`now_ms`: the
+        Redis time of the receive before, whose clock the deadlines are on)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        end = started + seconds
+        redis_ahead = now_ms / 1000 - started  # the Redis clock against the loop's
+        woken.add_done_callback(inbox.poke)
+        while not woken.done():
+            if inbox.items:
+                handed = inbox.take()
+                await self._send_delivery(connection, handed)
+                first_due = min(m.visible_at_ms for m in handed) / 1000 - redis_ahead
+                end = min(end, first_due + 0.002)
+                continue
+            left = end - loop.time()
+            if left <= 0:
+                return
+            await inbox.wait(left)
 
 
 async def _woken_within(woken: asyncio.Future[None], seconds: float) -> None:

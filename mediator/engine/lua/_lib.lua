@@ -267,17 +267,40 @@ end
 -- Redis time (ms) until which that node waits on the queue (a long poll, or a live socket's
 -- delivery loop, whose receive found nothing). Each such node gets
 -- "wake <queue> <count visible now> <due ms or -1> <now ms>"; lapsed entries are dropped.
-local function wake(waiters, name, count_, due, now)
+-- Fields starting with '@' are not channels: a live socket's hand-off marker and the
+-- hand-offs' count (see hand_off). `skip`: a channel told otherwise (nil: none).
+local function wake(waiters, name, count_, due, now, skip)
   local w = redis.call('HGETALL', waiters)
   if #w == 0 then return end
   local text = 'wake ' .. name .. ' ' .. int(count_) .. ' ' .. int(due) .. ' ' .. int(now)
   for i = 1, #w, 2 do
-    if tonumber(w[i + 1]) > now then
-      redis.call('PUBLISH', w[i], text)
+    local field = w[i]
+    if string.byte(field) == 64 then  -- '@'
+      if string.sub(field, 1, 3) == '@h ' and tonumber(w[i + 1]) <= now then
+        redis.call('HDEL', waiters, field)
+      end
+    elseif tonumber(w[i + 1]) > now then
+      if field ~= skip then redis.call('PUBLISH', field, text) end
     else
-      redis.call('HDEL', waiters, w[i])
+      redis.call('HDEL', waiters, field)
     end
   end
+end
+
+-- A live socket's delivery loop asks for hand-offs (receive_filtered.lua): its marker in
+-- `waiters`, field "@h <owner> <channel> <deadline ms>" (the socket's hold owner, its node's
+-- channel, the delivery deadline), valued as every entry there, the Redis time (ms) until
+-- which it stands. One socket holds a recipient, so its marker replaces any other. "@n"
+-- counts the hand-offs made while markers stood; the receive returns it, so that the
+-- socket's node orders what was handed to it before the receive ahead of what it returned.
+local function mark_live(waiters, owner, channel, vt, ms, now)
+  local field = '@h ' .. owner .. ' ' .. channel .. ' ' .. int(vt)
+  for _, f in ipairs(redis.call('HKEYS', waiters)) do
+    if string.sub(f, 1, 3) == '@h ' and f ~= field then redis.call('HDEL', waiters, f) end
+  end
+  redis.call('HSET', waiters, field, int(now + ms))
+  if redis.call('PTTL', waiters) < ms then redis.call('PEXPIRE', waiters, ms) end
+  return tonumber(redis.call('HGET', waiters, '@n')) or 0
 end
 
 -- Record that the node listening on `channel` waits on the queue for `ms` more; the key
@@ -359,6 +382,56 @@ local function put_message(out, got, f, receives, visible_at, moved_to)
   out[base + 7] = receives
   out[base + 8] = visible_at
   out[base + 9] = moved_to
+end
+
+local HANDOFF_MAX_BYTES = 65536  -- larger messages are fetched by the socket's receive
+
+-- A message just stored (stream entry `sid`) in a queue whose live socket asked for
+-- hand-offs: when it is the only visible message (nothing unread before it, nothing visible
+-- in flight), it is handed out here as receive_filtered.lua would (in flight until the
+-- socket's deadline, counted as delivered) and published to the socket's node:
+-- "take " .. msgpack {queue, owner, hand-off number, put_message's 9 values}. Returns the
+-- channel it went to, or nil (the message is left to the wake-ups).
+local function hand_off(Q, name, sid, size, now)
+  if size > HANDOFF_MAX_BYTES then return nil end
+  local w = redis.call('HGETALL', Q.waiters)
+  local owner, channel, vt
+  for i = 1, #w, 2 do
+    if string.sub(w[i], 1, 3) == '@h ' and tonumber(w[i + 1]) > now then
+      owner, channel, vt = string.match(w[i], '^@h (%S+) (%S+) (%d+)$')
+    end
+  end
+  if not owner then return nil end
+  local lag
+  local group = redis.call('XINFO', 'GROUPS', Q.stream)[1]
+  for i = 1, #group, 2 do
+    if group[i] == 'lag' then lag = group[i + 1] end
+  end
+  if lag ~= 1 then return nil end  -- others unread, or unknown (Redis < 7, deleted entries)
+  if #redis.call('ZRANGEBYSCORE', Q.inflight, '-inf', now, 'LIMIT', 0, 1) > 0 then
+    return nil  -- a message is visible again: the socket's receive takes them in order
+  end
+  local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', 1, 'STREAMS', Q.stream, '>')
+  local e = r and r[1][2][1]
+  if not e then return nil end
+  if e[1] ~= sid then  -- not expected (lag was 1): left visible, as a receive parks
+    redis.call('ZADD', Q.inflight, select(2, visible_score(e[1], now)), e[1])
+    return nil
+  end
+  local f = to_table(e[2])
+  local deadline = now + tonumber(vt)
+  local receives = redis.call('HINCRBY', Q.rc, sid, 1)
+  redis.call('ZADD', Q.inflight, deadline, sid)
+  redis.call('HSET', Q.cfg, 'ld', int(now))
+  count(Q, 'dlv', 1)
+  flight_add(Q, deadline, 1, now)
+  local number = redis.call('HINCRBY', Q.waiters, '@n', 1)
+  local out = {}
+  put_message(out, 1, f, receives, deadline, '')
+  redis.call('PUBLISH', channel, 'take ' .. cmsgpack.pack(
+    {name, owner, number, out[7], out[8], out[9], out[10], out[11], out[12], out[13], out[14],
+      out[15]}))
+  return channel, deadline
 end
 
 -- Remove one stream entry for good (acknowledged first, so nothing is left in the PEL),
@@ -443,7 +516,6 @@ local function create_queue(Q, name, now, fields)
   redis.call('HSET', Q.cfg, 'created', int(now))
   if redis.call('SADD', Q.reg, short_name(name)) == 1 then count(Q, 'q', 1) end
 end
-
 
 -- RFC 0008 orders for our next message on a thread of one connection: records the highest
 -- sender_order the peer used on the thread, counts ours, and keeps the connection's thread
@@ -669,6 +741,7 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   local due = now + delay_ms
   local was_empty = delay_ms == 0 and redis.call('XLEN', Q.stream) == 0
   local remembered = {}
+  local last_sid
   for _, base in ipairs(bases) do
     local m = {args[base], args[base + 1], args[base + 2], args[base + 3], now, args[base + 4]}
     local tag = args[base + 6]
@@ -681,7 +754,8 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
       redis.call('HSET', Q.dbody, m[1], cmsgpack.pack(m))
       redis.call('HSET', Q.ids, m[1], 'd')
     else
-      redis.call('HSET', Q.ids, m[1], stream_add(Q.stream, m))
+      last_sid = stream_add(Q.stream, m)
+      redis.call('HSET', Q.ids, m[1], last_sid)
     end
     if args[base + 5] ~= '' then
       remembered[#remembered + 1] = args[base + 5]
@@ -701,6 +775,13 @@ local function send_messages(Q, name, defaults, lazy, args, first, per_second)
   if delay_ms > 0 then
     wake(Q.waiters, name, 0, due, now)
     return reply(1, hint, 0, n)
+  end
+  if n == 1 then  -- a live socket may take it at once (hand_off)
+    local channel, deadline = hand_off(Q, name, last_sid, total, now)
+    if channel then
+      wake(Q.waiters, name, 0, deadline, now, channel)
+      return reply(1, hint, n, 0)
+    end
   end
   wake(Q.waiters, name, n, -1, now)
   return reply(1, hint, n, 0)

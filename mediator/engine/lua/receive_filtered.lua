@@ -19,8 +19,11 @@
 -- ARGV[9] the namespace's default settings (msgpack map, or '')
 -- KEYS[15], ARGV[10], ARGV[11] (optional): a live socket's hold on its recipient, the socket
 --         (`<node>/<socket>`) and the hold's new lifetime in ms: renewed here, or {-2}
+-- ARGV[12] (optional, with a hold): '1' when the socket's delivery loop takes hand-offs: its
+--         marker is renewed for ARGV[7] ms (_lib.lua's mark_live)
 -- Returns (replies.Handout.decode_filtered; codes replies.ReceiveCode):
---   OK = 1          {1, now, next_due, count, more, cursor, <9 values per message>...}
+--   OK = 1          {1, now, next_due, count, more, cursor, <9 values per message>...,
+--                   the queue's hand-offs so far (with ARGV[12] only)}
 --   NO_QUEUE = -1   {-1}
 --   HOLD_LOST = -2  {-2}  another socket holds the recipient now: nothing was handed out
 --   as receive.lua (fewer than n and more 0: nothing else matched, and the node was marked
@@ -47,6 +50,10 @@ local out = {1, now, -1, 0, 0, ''}
 local got, examined = 0, 0
 local BUDGET = 1000  -- entries looked at per call, purged and skipped ones included
 local hidden_until = now + vt_ms
+local handed = nil
+if ARGV[12] == '1' and vt_ms > 0 then
+  handed = mark_live(Q.waiters, ARGV[10], channel, vt_ms, tonumber(ARGV[7]) or 0, now)
+end
 
 -- `sid` only for entries read from the PEL: new entries were never handed out. One handed
 -- out before and due again unacknowledged matches whatever its arrival: the pickup round
@@ -170,4 +177,5 @@ else
   local marker_ms = tonumber(ARGV[7]) or 0
   mark_waiting(Q.waiters, channel, marker_ms, now)
 end
+if handed then out[#out + 1] = handed end
 return out

@@ -143,6 +143,7 @@ class Handout:
     cursor: str = ""
     messages: tuple[ReceivedMessage, ...] = ()
     dead_lettered: tuple[str, ...] = ()  # ids this call moved to their dead letter queue
+    handed: int | None = None  # receive_filtered's hand-offs so far, when asked for
 
     @classmethod
     def decode(cls, r: Reply) -> Handout:
@@ -159,7 +160,9 @@ class Handout:
         code = ReceiveCode(int(r[0]))
         if code is not ReceiveCode.OK:
             return cls(code)
-        rows = [r[6 + MESSAGE_VALUES * i : 6 + MESSAGE_VALUES * (i + 1)] for i in range(int(r[3]))]
+        count = int(r[3])
+        rows = [r[6 + MESSAGE_VALUES * i : 6 + MESSAGE_VALUES * (i + 1)] for i in range(count)]
+        tail = 6 + MESSAGE_VALUES * count
         return cls(
             code,
             now_ms=int(r[1]),
@@ -169,6 +172,7 @@ class Handout:
             cursor=text(r[5]) if filtered else "",
             messages=tuple(received_message(f) for f in rows),
             dead_lettered=tuple(text(f[0]) for f in rows if f[8]),
+            handed=int(r[tail]) if filtered and len(r) > tail else None,
         )
 
 

@@ -1,0 +1,271 @@
+"""Hand-offs (cluster/handoffs.py, hand_off in engine/lua/_lib.lua): a send gives its message
+straight to the live socket that waits for it, when it is the only visible one, and the
+socket's node writes it without a receive. Against a real server: the engine and a node's
+wake-up subscription; then a live wallet on the app in process."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from redis.asyncio import Redis
+
+from mediator.cluster.handoffs import Handoffs, Inbox
+from mediator.engine import Engine, QueueConfig, QueueRef, SendMessage, keys
+from mediator.engine.model import Hold, ReceivedMessage
+from mediator.engine.wakeups import WakeHub
+from mediator.mediation.mailbox import queue_of
+from mediator.storage.clients import Backend
+from tests.didcomm_peer import Peer, attachments, forward, message
+from tests.eventually import eventually
+from tests.inprocess import AppNode
+
+pytestmark = [pytest.mark.topology, pytest.mark.engine]  # again on Redis 7, Sentinel, Cluster
+
+NS = "didcomm"
+DEADLINE_MS = 30_000
+
+
+@dataclass
+class Socket:
+    """A node's side: its wake-up subscription, hand-offs, and one socket's live loop
+    (`taking`: whether it still takes them)."""
+
+    engine: Engine
+    hub: WakeHub
+    handoffs: Handoffs
+    socket_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    taken: list[tuple[str, int, ReceivedMessage]] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    taking: bool = True
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def accept(self, connection: str, number: int, message: ReceivedMessage) -> bool:
+        if self.taking:
+            self.taken.append((connection, number, message))
+        self.arrived.set()
+        return self.taking
+
+    def hold(self, ref: QueueRef) -> Hold:
+        owner = Hold.owner_of(self.engine.wake_channel, self.socket_id)
+        return Hold(keys.connection_keys(ref.name).presence, owner, 60_000)
+
+    async def live_receive(self, ref: QueueRef, since_ms: int = 0) -> int | None:
+        """The socket's delivery loop's receive (live since `since_ms`): nothing there, its
+        marker written."""
+        got = await self.engine.receive_filtered(
+            ref,
+            10,
+            visibility_timeout_ms=DEADLINE_MS,
+            min_enqueue_ms=since_ms,
+            wait_marker_ms=10_000,
+            hold=self.hold(ref),
+            handoffs=True,
+        )
+        assert got.messages == []
+        return got.handed
+
+    async def next_take(self) -> None:
+        await asyncio.wait_for(self.arrived.wait(), 5)
+        self.arrived.clear()
+
+
+@pytest.fixture
+async def socket(engine: Engine, backend: Backend) -> AsyncIterator[Socket]:
+    hub = WakeHub(backend.subscriber, engine.wake_channel)
+    released: list[str] = []
+
+    async def release(connection: str, ids: list[str]) -> int:
+        released.extend(ids)
+        return await engine.release(QueueRef(NS, connection), ids)
+
+    made = Socket(engine, hub, Handoffs(release), released=released)
+    made.handoffs.register(made.socket_id, made.accept)
+    hub.on_bytes("take", made.handoffs.on_take)
+    await hub.start()
+    yield made
+    await made.handoffs.stop()
+    await hub.stop()
+
+
+async def held_queue(engine: Engine, redis: Redis, socket: Socket, name: str) -> QueueRef:
+    ref = QueueRef(NS, name)
+    await engine.create_queue(ref, QueueConfig(retention_ms=3_600_000, visibility_timeout_ms=0))
+    hold = socket.hold(ref)
+    await redis.set(hold.key, hold.owner)
+    return ref
+
+
+async def test_a_send_hands_its_message_to_the_waiting_socket(
+    socket: Socket, engine: Engine, redis_client: Redis, qname: str
+) -> None:
+    ref = await held_queue(engine, redis_client, socket, qname)
+    assert await socket.live_receive(ref) == 0
+
+    for i in range(3):
+        await engine.send(ref, [SendMessage(f"m{i}".encode(), trace_id="k")])
+        await socket.next_take()
+
+    assert [(c, n, m.body) for c, n, m in socket.taken] == [
+        (qname, 1, b"m0"),
+        (qname, 2, b"m1"),
+        (qname, 3, b"m2"),
+    ]
+    # Handed out as a receive would: in flight until the socket's deadline, counted.
+    first = socket.taken[0][2]
+    stats = await engine.stats(ref)
+    assert (stats.stored, stats.in_flight, stats.visible) == (3, 3, 0)
+    assert first.receives == 1 and first.visible_at_ms >= stats.now_ms + DEADLINE_MS - 1_000
+    assert stats.last_delivered_ms is not None
+    assert (await engine.receive(ref, 10)).messages == []
+    # The socket's next receive counts them, and its acknowledgement deletes them.
+    assert await socket.live_receive(ref) == 3
+    deleted, after, _ = await engine.acknowledge(ref, [m.message_id for _, _, m in socket.taken])
+    assert deleted == 3 and after.stored == 0
+
+
+async def test_only_the_only_visible_message_is_handed_off(
+    socket: Socket, engine: Engine, redis_client: Redis, qname: str
+) -> None:
+    """A message that waits visible (from before live mode, which leaves it to a pickup)
+    keeps the sends after it in the queue, in order; so does one too large for the node
+    channel."""
+    ref = await held_queue(engine, redis_client, socket, qname)
+    await engine.send(ref, [SendMessage(b"other")])
+    await asyncio.sleep(0.005)
+    live_since = (await engine.stats(ref)).now_ms
+    await socket.live_receive(ref, since_ms=live_since)  # skips it: left visible
+    await engine.send(ref, [SendMessage(b"after")])
+    await asyncio.sleep(0.2)
+    assert socket.taken == []
+    fetched = await engine.receive(ref, 10)
+    assert [m.body for m in fetched.messages] == [b"other", b"after"]
+    await engine.acknowledge(ref, [m.message_id for m in fetched.messages])
+
+    await socket.live_receive(ref)
+    big = b"b" * 70_000
+    await engine.send(ref, [SendMessage(big)])
+    await engine.send(ref, [SendMessage(b"small")])
+    await asyncio.sleep(0.2)
+    assert socket.taken == []  # the large one waits visible, so the next one waits too
+    assert [m.body for m in (await engine.receive(ref, 10)).messages] == [big, b"small"]
+
+
+async def test_a_hand_off_no_loop_takes_is_visible_again_at_once(
+    socket: Socket, engine: Engine, redis_client: Redis, qname: str
+) -> None:
+    ref = await held_queue(engine, redis_client, socket, qname)
+    await socket.live_receive(ref)
+    socket.taking = False  # the socket closed, or left live mode
+
+    sent = await engine.send(ref, [SendMessage(b"lost?")])
+    await socket.next_take()
+
+    async def visible() -> int:
+        return (await engine.stats(ref)).visible
+
+    for _ in range(50):
+        if await visible() == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert socket.released == sent.message_ids
+    assert [m.body for m in (await engine.receive(ref, 10)).messages] == [b"lost?"]
+
+
+async def test_a_newer_socket_s_receive_takes_the_hand_offs_over(
+    socket: Socket, engine: Engine, backend: Backend, redis_client: Redis, qname: str
+) -> None:
+    ref = await held_queue(engine, redis_client, socket, qname)
+    await socket.live_receive(ref)
+    newer = Socket(engine, socket.hub, socket.handoffs)
+    socket.handoffs.register(newer.socket_id, newer.accept)
+    hold = newer.hold(ref)
+    await redis_client.set(hold.key, hold.owner)  # its claim
+    await newer.live_receive(ref)
+
+    await engine.send(ref, [SendMessage(b"to the newer")])
+    await newer.next_take()
+
+    assert [m.body for _, _, m in newer.taken] == [b"to the newer"]
+    assert socket.taken == []
+    markers = [f for f in await redis_client.hkeys(keys.queue_keys(ref.qualified).waiters)]
+    assert [f for f in markers if f.startswith(b"@h ")] == [
+        f"@h {hold.owner} {engine.wake_channel} {DEADLINE_MS}".encode()
+    ]
+
+
+# ------------------------------------------------------------------ the loop's inbox
+
+
+def _message(mid: str) -> ReceivedMessage:
+    return ReceivedMessage(mid, mid.encode(), "", "", "", 0, 1, 0)
+
+
+async def test_an_inbox_gives_what_came_before_a_receive_first_in_number_order() -> None:
+    inbox = Inbox()
+    assert inbox.counted(4) is None  # the loop's first receive: 1-4 went to other sockets
+    inbox.put(6, _message("f"))
+    inbox.put(5, _message("e"))
+    assert inbox.counted(7) == 7  # hand-off 7 was made before the receive: wait for it
+
+    async def late() -> None:
+        await asyncio.sleep(0.01)
+        inbox.put(7, _message("g"))
+
+    arriving = asyncio.create_task(late())
+    while inbox.seen < 7:
+        await inbox.wait(1)
+    await arriving
+    inbox.put(8, _message("h"))  # after the receive
+    assert [m.message_id for m in inbox.take(upto=7)] == ["e", "f", "g"]
+    assert [m.message_id for m in inbox.take()] == ["h"]
+    assert inbox.counted(8) is None  # seen already
+
+
+# ------------------------------------------------------------------ a live wallet
+
+
+async def test_a_live_wallet_gets_each_forward_handed_off_in_order(
+    dc_app: AppNode, med: str, redis_client: Redis
+) -> None:
+    """What a wallet sees is unchanged (one delivery per forward, in order, once); the
+    queue's count says they went as hand-offs, a large one by the socket's receive."""
+    async with Peer(dc_app, med, "ws") as peer:
+        key = await peer.mediate()
+        status = await peer.send(
+            message("messagepickup/2.0/live-delivery-change", live_delivery=True)
+        )
+        assert status is not None and status["live_delivery"] is True
+        waiters = keys.queue_keys(queue_of(peer.verkey).qualified).waiters
+
+        async def marked() -> list[bytes]:
+            return [f for f in await redis_client.hkeys(waiters) if f.startswith(b"@h ")]
+
+        assert await eventually(marked, bool, within=5, interval=0.01)  # its loop's receive
+        contents: list[dict[str, object]] = [{"n": n} for n in range(5)]
+        contents.insert(3, {"n": "large", "pad": "x" * 80_000})
+        seen = []
+        for content in contents:
+            await forward(dc_app, med, key, content)
+            items = attachments(await peer.next_message())
+            seen += [peer.open(body) for _, body in items]
+            await peer.ack([i for i, _ in items])
+        assert seen == contents
+        assert int(await redis_client.hget(waiters, "@n") or 0) == 5  # all but the large one
+        assert await peer.no_frame(0.3)
+
+
+async def test_a_wallet_that_left_live_mode_finds_its_message_waiting(
+    dc_app: AppNode, med: str
+) -> None:
+    async with Peer(dc_app, med, "ws") as peer:
+        key = await peer.mediate()
+        await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=True))
+        await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=False))
+        await forward(dc_app, med, key, {"while": "not live"})
+        assert await peer.no_frame(0.3)
+        got = attachments(await peer.deliver())
+        assert [peer.open(b) for _, b in got] == [{"while": "not live"}]
