@@ -151,8 +151,8 @@ def create_app(settings: Settings, redis_url: str) -> Starlette:
             routed=backend.mode is not Mode.CLUSTER,
         )
         # A send hands a message straight to a live socket here (cluster/handoffs.py).
-        handoffs = Handoffs(mailbox.release, metrics_.delivered.inc)
-        hub.on_bytes("take", handoffs.on_take)
+        handoffs = Handoffs(mailbox.give_back, metrics_.delivered.inc)
+        hub.on_bytes("take", handoffs.on_take, handoffs.reset)
         pusher = Pusher(redis, store, mailbox, settings.push, settings.outbound, metrics_)
         notifier = Notifier(
             redis, mailbox, presence, settings.notify, settings.push, settings.outbound, metrics_

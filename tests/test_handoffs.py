@@ -19,14 +19,16 @@ from mediator.engine.model import Hold, ReceivedMessage
 from mediator.engine.wakeups import WakeHub
 from mediator.mediation.mailbox import queue_of
 from mediator.storage.clients import Backend
-from tests.didcomm_peer import Peer, attachments, forward, message
+from tests.didcomm_peer import Peer, attachments, forward, mediator_key, message
 from tests.eventually import eventually
 from tests.inprocess import AppNode
+from tests.subscribers import cut, subscribers
 
 pytestmark = [pytest.mark.topology, pytest.mark.engine]  # again on Redis 7, Sentinel, Cluster
 
 NS = "didcomm"
 DEADLINE_MS = 30_000
+COUNT_BASE = 10**15  # _lib.lua: the hand-off count is stored above it
 
 
 @dataclass
@@ -42,6 +44,10 @@ class Socket:
     released: list[str] = field(default_factory=list)
     taking: bool = True
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    losses: int = 0
+
+    def lost(self) -> None:
+        self.losses += 1
 
     def accept(self, connection: str, number: int, message: ReceivedMessage) -> bool:
         if self.taking:
@@ -78,13 +84,13 @@ async def socket(engine: Engine, backend: Backend) -> AsyncIterator[Socket]:
     hub = WakeHub(backend.subscriber, engine.wake_channel)
     released: list[str] = []
 
-    async def release(connection: str, ids: list[str]) -> int:
-        released.extend(ids)
-        return await engine.release(QueueRef(NS, connection), ids)
+    async def give_back(connection: str, messages: list[ReceivedMessage]) -> int:
+        released.extend(m.message_id for m in messages)
+        return sum([await engine.give_back(QueueRef(NS, connection), m) for m in messages])
 
-    made = Socket(engine, hub, Handoffs(release), released=released)
-    made.handoffs.register(made.socket_id, made.accept)
-    hub.on_bytes("take", made.handoffs.on_take)
+    made = Socket(engine, hub, Handoffs(give_back), released=released)
+    made.handoffs.register(made.socket_id, made.accept, made.lost)
+    hub.on_bytes("take", made.handoffs.on_take, made.handoffs.reset)
     await hub.start()
     yield made
     await made.handoffs.stop()
@@ -181,7 +187,7 @@ async def test_a_newer_socket_s_receive_takes_the_hand_offs_over(
     ref = await held_queue(engine, redis_client, socket, qname)
     await socket.live_receive(ref)
     newer = Socket(engine, socket.hub, socket.handoffs)
-    socket.handoffs.register(newer.socket_id, newer.accept)
+    socket.handoffs.register(newer.socket_id, newer.accept, newer.lost)
     hold = newer.hold(ref)
     await redis_client.set(hold.key, hold.owner)  # its claim
     await newer.live_receive(ref)
@@ -195,6 +201,76 @@ async def test_a_newer_socket_s_receive_takes_the_hand_offs_over(
     assert [f for f in markers if f.startswith(b"@h ")] == [
         f"@h {hold.owner} {engine.wake_channel} {DEADLINE_MS}".encode()
     ]
+
+
+async def test_no_hand_off_once_the_socket_gave_its_hold_up(
+    socket: Socket, engine: Engine, redis_client: Redis, qname: str
+) -> None:
+    """A socket that closed or left live mode releases its hold: its marker stands until
+    it lapses, but sends no longer hand off to it."""
+    ref = await held_queue(engine, redis_client, socket, qname)
+    await socket.live_receive(ref)
+    await redis_client.delete(socket.hold(ref).key)
+
+    await engine.send(ref, [SendMessage(b"after close")])
+
+    await asyncio.sleep(0.2)
+    assert socket.taken == [] and socket.released == []
+    assert [m.body for m in (await engine.receive(ref, 10)).messages] == [b"after close"]
+
+
+async def test_a_socket_that_does_not_receive_is_handed_a_batch_at_most(
+    socket: Socket, engine: Engine, redis_client: Redis, qname: str
+) -> None:
+    """Ten hand-offs between two of its receives; the next send waits in the queue (and
+    the ones after it behind it) for the receive its wake-up brings."""
+    ref = await held_queue(engine, redis_client, socket, qname)
+    await socket.live_receive(ref)
+    for i in range(12):
+        await engine.send(ref, [SendMessage(f"m{i}".encode())])
+    await asyncio.sleep(0.2)
+
+    assert [m.body for _, _, m in socket.taken] == [f"m{i}".encode() for i in range(10)]
+    got = await engine.receive_filtered(
+        ref, 10, visibility_timeout_ms=DEADLINE_MS, hold=socket.hold(ref), handoffs=True
+    )
+    assert [m.body for m in got.messages] == [b"m10", b"m11"] and got.handed == 10
+
+
+async def test_giving_back_never_undoes_a_newer_socket_s_reclaim(
+    socket: Socket, engine: Engine, redis_client: Redis, qname: str
+) -> None:
+    ref = await held_queue(engine, redis_client, socket, qname)
+    await socket.live_receive(ref)
+    await engine.send(ref, [SendMessage(b"handed")])
+    await socket.next_take()
+    [(_, _, handed)] = socket.taken
+    [again] = await engine.reclaim_inflight(ref, DEADLINE_MS * 2)  # a newer socket's
+
+    assert not await engine.give_back(ref, handed)  # the old socket's, too late
+    assert (await engine.stats(ref)).in_flight == 1
+    assert await engine.give_back(ref, again)  # that one is still the newer socket's own
+    assert [m.body for m in (await engine.receive(ref, 10)).messages] == [b"handed"]
+
+
+async def test_a_subscription_that_comes_back_tells_the_loops_hand_offs_were_lost(
+    socket: Socket, backend: Backend
+) -> None:
+    """What was published while it was down is gone: each socket's loop hears of it (and
+    reclaims; see the wallet's test below)."""
+    others = await subscribers(backend)
+    hub = WakeHub(backend.subscriber, keys.node_channel(uuid.uuid4().hex[:8]))
+    hub.on_bytes("take", socket.handoffs.on_take, socket.handoffs.reset)
+    await hub.start()
+    try:
+        [ours] = await subscribers(backend) - others
+        before = socket.losses
+        hub.connected.clear()
+        await cut(backend, ours)
+        await asyncio.wait_for(hub.connected.wait(), 5)
+        assert socket.losses == before + 1
+    finally:
+        await hub.stop()
 
 
 # ------------------------------------------------------------------ the loop's inbox
@@ -254,7 +330,8 @@ async def test_a_live_wallet_gets_each_forward_handed_off_in_order(
             seen += [peer.open(body) for _, body in items]
             await peer.ack([i for i, _ in items])
         assert seen == contents
-        assert int(await redis_client.hget(waiters, "@n") or 0) == 5  # all but the large one
+        count = int(await redis_client.hget(waiters, "@n") or 0) - COUNT_BASE
+        assert count == 5  # all but the large one
         assert await peer.no_frame(0.3)
 
 
@@ -269,3 +346,37 @@ async def test_a_wallet_that_left_live_mode_finds_its_message_waiting(
         assert await peer.no_frame(0.3)
         got = attachments(await peer.deliver())
         assert [peer.open(b) for _, b in got] == [{"while": "not live"}]
+
+
+@pytest.fixture
+async def long_deadline(redis_url: str, backend: Backend) -> AsyncIterator[tuple[AppNode, str]]:
+    """A node in process with the production delivery deadline (30 s), and its wake-up
+    subscription's connection."""
+    others = await subscribers(backend)
+    node = await AppNode(redis_url, "handoff", delivery_timeout_seconds=30).start()
+    [ours] = await subscribers(backend) - others
+    yield node, ours  # type: ignore[misc]
+    await node.stop()
+
+
+async def test_a_hand_off_lost_with_the_subscription_is_delivered_at_once(
+    long_deadline: tuple[AppNode, tuple[int, str]], backend: Backend, redis_client: Redis
+) -> None:
+    """The node's subscription is cut and the forward's hand-off goes nowhere: once it is
+    back, the socket reclaims what was handed out, long before its 30 s deadline."""
+    node, subscription = long_deadline
+    med = await mediator_key(node)
+    async with Peer(node, med, "ws") as peer:
+        key = await peer.mediate()
+        await peer.send(message("messagepickup/2.0/live-delivery-change", live_delivery=True))
+        waiters = keys.queue_keys(queue_of(peer.verkey).qualified).waiters
+
+        async def marked() -> list[bytes]:
+            return [f for f in await redis_client.hkeys(waiters) if f.startswith(b"@h ")]
+
+        assert await eventually(marked, bool, within=5, interval=0.01)
+        await cut(backend, subscription)
+        await forward(node, med, key, {"while": "cut off"})
+        got = attachments(await peer.next_message(wait=10))
+        assert [peer.open(b) for _, b in got] == [{"while": "cut off"}]
+        await peer.ack([i for i, _ in got])

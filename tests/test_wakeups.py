@@ -7,30 +7,14 @@ import asyncio
 import uuid
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
 from mediator.engine import keys
 from mediator.engine.wakeups import WakeHub
 from mediator.storage.clients import Backend
 from tests.eventually import eventually
+from tests.subscribers import cut, subscribers
 
 BROADCAST = "t-broadcast"
-
-
-def _servers(backend: Backend) -> list[Redis]:
-    """Every server a subscription may be on: the one, or each node of a cluster."""
-    client = backend.client
-    if isinstance(client, RedisCluster):
-        return [backend.pinned_at(n.host, int(n.port)) for n in client.get_nodes()]
-    return [client]
-
-
-async def _subscribers(backend: Backend) -> set[tuple[int, str]]:
-    """The subscribed connections: (server index, client id)."""
-    found = set()
-    for i, server in enumerate(_servers(backend)):
-        found |= {(i, str(c["id"])) for c in await server.client_list(_type="pubsub")}
-    return found
 
 
 async def _started(backend: Backend) -> tuple[WakeHub, list[str], list[str]]:
@@ -68,13 +52,13 @@ async def test_a_cut_subscription_comes_back_and_wakes_its_waiters(
 ) -> None:
     """Wake-ups published while the subscription was down are lost: every waiter is woken
     when it is back (to read its queue again), and later wake-ups arrive as before."""
-    others = await _subscribers(backend)
+    others = await subscribers(backend)
     hub, notes, _ = await _started(backend)
     try:
-        [(server, ours)] = await _subscribers(backend) - others
+        [ours] = await subscribers(backend) - others
         with hub.waiting("q:a") as waiting:
             hub.connected.clear()
-            assert await _servers(backend)[server].client_kill_filter(_id=ours) == 1
+            await cut(backend, ours)
             await asyncio.wait_for(hub.connected.wait(), 5)
             await asyncio.wait_for(asyncio.shield(waiting), 2)
 

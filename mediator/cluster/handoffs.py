@@ -7,10 +7,13 @@ receive would) and publishes it on the socket's node channel as `take <msgpack>`
 socket then writes the delivery without asking Redis: one round trip and one wake-up fewer
 per live delivery.
 
-A hand-off that no live loop here takes (its socket closed, or left live mode) is released
-at once: visible again for the next receive, wherever it comes from. One published to a node
-that died meanwhile stays in flight until its deadline, or until a new live socket for the
-recipient reclaims what was handed out (as any delivery that node had written).
+A hand-off that no live loop here takes (its socket closed, left live mode, or was taken
+over) is given back at once: visible again for the next receive, wherever it comes from,
+unless a newer socket reclaimed it meanwhile. One published to a node that died meanwhile
+stays in flight until its deadline, or until a new live socket for the recipient reclaims
+what was handed out (as any delivery that node had written). While the node's subscription
+was down hand-offs may have been lost: every live loop then reclaims what was handed out
+and it did not write.
 """
 
 from __future__ import annotations
@@ -30,21 +33,27 @@ log = logging.getLogger(__name__)
 # A socket's delivery loop: takes (connection, the hand-off's number, the message); False
 # when it delivers nothing to that connection any more.
 Accept = Callable[[str, int, ReceivedMessage], bool]
-Release = Callable[[str, list[str]], Awaitable[int]]
+GiveBack = Callable[[str, list[ReceivedMessage]], Awaitable[int]]
 
 
 class Handoffs:
-    def __init__(self, release: Release, delivered: Callable[[int], None] | None = None) -> None:
-        self._release = release  # Mailbox.release: visible again at once
+    def __init__(self, give_back: GiveBack, delivered: Callable[[int], None] | None = None) -> None:
+        self._give_back_to = give_back  # Mailbox.give_back: visible again at once
         self._delivered = delivered  # counts what a socket took (metrics)
-        self._sockets: dict[str, Accept] = {}
+        self._sockets: dict[str, tuple[Accept, Callable[[], None]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def register(self, socket_id: str, accept: Accept) -> None:
-        self._sockets[socket_id] = accept
+    def register(self, socket_id: str, accept: Accept, lost: Callable[[], None]) -> None:
+        """`lost`: hand-offs to the socket may have been lost (the subscription was down)."""
+        self._sockets[socket_id] = (accept, lost)
 
     def unregister(self, socket_id: str) -> None:
         self._sockets.pop(socket_id, None)
+
+    def reset(self) -> None:
+        """The node's subscription is back: what was published meanwhile is lost."""
+        for _, lost in list(self._sockets.values()):
+            lost()
 
     def on_take(self, data: bytes) -> None:
         """`take`'s payload on this node's channel: msgpack [queue (qualified), the hold's
@@ -58,20 +67,20 @@ class Handoffs:
         except (ValueError, TypeError, IndexError, msgpack.UnpackException):
             log.warning("ignoring a malformed hand-off %r", data[:100])
             return
-        accept = None if owner is None else self._sockets.get(owner[1])
-        if accept is not None and accept(connection, number, message):
+        taker = None if owner is None else self._sockets.get(owner[1])
+        if taker is not None and taker[0](connection, number, message):
             if self._delivered is not None:
                 self._delivered(1)
             return
-        task = asyncio.create_task(self._give_back(connection, message.message_id))
+        task = asyncio.create_task(self._give_back(connection, message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _give_back(self, connection: str, message_id: str) -> None:
+    async def _give_back(self, connection: str, message: ReceivedMessage) -> None:
         try:
-            await self._release(connection, [message_id])
+            await self._give_back_to(connection, [message])
         except STORAGE_ERRORS as exc:  # offered again at its deadline
-            log.warning("releasing a hand-off no socket took failed: %s", exc)
+            log.warning("giving back a hand-off no socket took failed: %s", exc)
 
     async def stop(self) -> None:
         """Let the releases under way finish."""
@@ -87,18 +96,27 @@ class Inbox:
     says how many hand-offs there were (`handed`), and the loop writes those before what the
     receive returned (`take(upto=...)`), waiting a moment for any still on their way."""
 
-    __slots__ = ("_ready", "floor", "items", "seen")
+    __slots__ = ("_ready", "floor", "items", "lost", "seen")
 
     def __init__(self) -> None:
         self.items: list[tuple[int, ReceivedMessage]] = []
         self.floor: int | None = None  # hand-offs up to this number went to other sockets
         self.seen = 0  # the highest number that came here
+        self.lost = False  # some may not have come: the loop reclaims (websocket.py)
         self._ready: asyncio.Future[None] | None = None
 
     def put(self, number: int, message: ReceivedMessage) -> None:
         self.items.append((number, message))
         self.seen = max(self.seen, number)
         self.poke()
+
+    def put_back(self, messages: list[ReceivedMessage]) -> None:
+        """Taken and not written (the loop was stopped): for `take` again, or to give back."""
+        self.items[:0] = [(0, m) for m in messages]
+
+    def drop(self, message_ids: set[str]) -> None:
+        """Written otherwise (reclaimed): their hand-offs are not written again."""
+        self.items = [item for item in self.items if item[1].message_id not in message_ids]
 
     def poke(self, _: object = None) -> None:
         """End a `wait` (a hand-off came, or the loop was woken otherwise)."""

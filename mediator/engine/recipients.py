@@ -146,6 +146,13 @@ class RecipientQueues:
         released = await self.group.call("release", qk.all, [ref.qualified, *message_ids])
         return int(released)
 
+    async def give_back(self, ref: QueueRef, message: ReceivedMessage) -> bool:
+        """A hand-off its socket did not write, visible again at once if it is still that
+        hand-off (give_back.lua): whether it was."""
+        qk = keys.queue_keys(ref.qualified)
+        args = [ref.qualified, message.message_id, message.visible_at_ms]
+        return bool(int(await self.group.call("give_back", qk.all, args)))
+
     async def reclaim_inflight(
         self, ref: QueueRef, visibility_timeout_ms: int, most: int = 100
     ) -> list[ReceivedMessage]:

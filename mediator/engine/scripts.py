@@ -41,6 +41,7 @@ NAMES = (
     "receive_filtered",
     "tag_stats",
     "release",
+    "give_back",
     "queue_limits",
     "thread_order",
     "peek",

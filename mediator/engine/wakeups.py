@@ -43,6 +43,7 @@ class WakeHub:
         self._listeners: dict[str, Handler] = {}  # broadcast channels
         self._kinds: dict[str, Handler] = {}  # message kinds on this node's channel
         self._raw: dict[bytes, Callable[[bytes], None]] = {}  # kinds whose text is bytes
+        self._raw_resets: list[Callable[[], None]] = []
         self.connected = asyncio.Event()
 
     def listen(
@@ -56,10 +57,13 @@ class WakeHub:
         """Deliver `<kind> <text>` messages on this node's channel to `handle(text)`."""
         self._kinds[kind] = (handle, reset)
 
-    def on_bytes(self, kind: str, handle: Callable[[bytes], None]) -> None:
+    def on_bytes(
+        self, kind: str, handle: Callable[[bytes], None], reset: Callable[[], None]
+    ) -> None:
         """Deliver `<kind> <payload>` messages on this node's channel to `handle(payload)`,
-        undecoded (a hand-off carries a message's bytes)."""
+        undecoded (a hand-off carries a message's bytes); `reset` as for `on`."""
         self._raw[kind.encode()] = handle
+        self._raw_resets.append(reset)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="wake-subscriber")
@@ -194,6 +198,8 @@ class WakeHub:
                 self.connected.set()
                 self.wake_all()  # wake-ups may have been missed while we were away
                 for _, reset in [*self._listeners.values(), *self._kinds.values()]:
+                    reset()
+                for reset in self._raw_resets:
                     reset()
                 backoff = 0.05
                 await self._read(pubsub)

@@ -290,6 +290,17 @@ class Mailbox:
         except QueueNotFound:
             return 0
 
+    async def give_back(self, connection: str, messages: Sequence[ReceivedMessage]) -> int:
+        """Hand-offs a socket did not write, visible again where they still are those
+        hand-offs (not reclaimed or offered again since): how many."""
+        given = 0
+        for message in messages:
+            try:
+                given += await self.engine.give_back(queue_of(connection), message)
+            except QueueNotFound:
+                return given
+        return given
+
     async def reclaim(self, connection: str, most: int) -> list[ReceivedMessage]:
         """Hand out again, with a new delivery deadline, everything handed out and not yet
         acknowledged: a new live socket took over from one that may be gone."""

@@ -46,7 +46,7 @@ from mediator.transport.socket_limits import FrameRate
 log = logging.getLogger(__name__)
 
 LIVE_BATCH = 10  # messages per live `delivery`
-ORDER_WAIT = 0.05  # seconds a receive's batch waits for hand-offs made before it (Inbox)
+ORDER_WAIT = 0.2  # seconds a receive's batch waits for hand-offs made before it (Inbox)
 RECENT_ACKS = 256  # ids acknowledged on a socket kept per connection (see _send_delivery)
 Batch = Callable[[int], Awaitable[ReceiveResult]]  # one receive of a delivery loop
 NORMAL_CLOSURE = 1000
@@ -83,7 +83,7 @@ class WsSession(Session):
         self.presence = pipeline.services.presence
         self.presence.register(self.socket_id, self._taken_over)
         self.handoffs = pipeline.services.handoffs
-        self.handoffs.register(self.socket_id, self._handed)
+        self.handoffs.register(self.socket_id, self._handed, self._handoffs_lost)
 
     # -------------------------------------------------------------- Session API
 
@@ -113,7 +113,10 @@ class WsSession(Session):
         task = self._live.pop(connection, None)
         if task is not None:
             await tasks.stop(task)
-            await self._give_back(connection)
+            try:
+                await self._give_back(connection)
+            except STORAGE_ERRORS as exc:  # offered again at their deadline
+                log.warning("giving back hand-offs failed: %s", exc)
             await self.presence.release(connection, self.socket_id)
 
     def offered(self, connection: str, message_ids: list[str]) -> None:
@@ -245,7 +248,9 @@ class WsSession(Session):
             if task is not None:
                 await tasks.stop(task)
         self._unacked.pop(connection, None)
-        self._inboxes.pop(connection, None)  # the newer socket reclaims them too
+        # Sends stopped handing off to this socket when the newer one claimed the hold;
+        # those handed off before, the newer socket reclaims.
+        self._inboxes.pop(connection, None)
         log.info("live delivery taken over by another socket", extra={"connection": connection})
 
     # ----------------------------------------------------------- hand-offs
@@ -258,12 +263,44 @@ class WsSession(Session):
         inbox.put(number, message)
         return True
 
+    def _handoffs_lost(self) -> None:
+        """The node's subscription was down: each live loop reclaims what it was handed."""
+        for inbox in self._inboxes.values():
+            inbox.lost = True
+            inbox.poke()
+
     async def _give_back(self, connection: str) -> None:
         """What was handed to a live loop that ended before writing it: visible again."""
         inbox = self._inboxes.pop(connection, None)
         left = [] if inbox is None else inbox.take()
         if left:
-            await self.services.mailbox.release(connection, [m.message_id for m in left])
+            await self.services.mailbox.give_back(connection, left)
+
+    async def _write_handed(self, connection: str, inbox: Inbox, upto: int | None = None) -> None:
+        """Write what the inbox holds (up to number `upto`) that this socket has not
+        offered yet; put back when the loop is stopped before it is written."""
+        offered = self._unacked.get(connection, ())
+        handed = [m for m in inbox.take(upto) if m.message_id not in offered]
+        if not handed:
+            return
+        try:
+            await self._send_delivery(connection, handed)
+        except (asyncio.CancelledError, SocketClosed):
+            inbox.put_back(handed)  # given back by stop_live or close
+            raise
+
+    async def _reclaim_handed(self, connection: str, inbox: Inbox) -> list[ReceivedMessage]:
+        """Hand-offs may have been lost: everything in flight is handed out again (a new
+        deadline); what this socket has not offered yet is written, in order. Returns
+        what was reclaimed."""
+        inbox.lost = False
+        reclaimed = await self.services.mailbox.reclaim(connection, 1000)
+        inbox.drop({m.message_id for m in reclaimed})
+        offered = self._unacked.get(connection, ())
+        fresh = [m for m in reclaimed if m.message_id not in offered]
+        for i in range(0, len(fresh), LIVE_BATCH):
+            await self._send_delivery(connection, fresh[i : i + LIVE_BATCH])
+        return reclaimed
 
     # ----------------------------------------------------------- delivery loops
 
@@ -325,13 +362,19 @@ class WsSession(Session):
                 return got
             # Hand-offs made before this receive go first (they are older than what it
             # found: a hand-off takes only a message that is the only visible one).
+            written: set[str] = set()
             if upto is not None:
                 loop = asyncio.get_running_loop()
                 end = loop.time() + ORDER_WAIT
                 while inbox.seen < upto and loop.time() < end:
                     await inbox.wait(end - loop.time())
-            earlier = [] if got.handed is None else inbox.take(upto=got.handed)
-            await self._send_delivery(connection, [*earlier, *got.messages])
+                if inbox.seen < upto:  # lost on its way: reclaimed, with these messages
+                    written = {m.message_id for m in await self._reclaim_handed(connection, inbox)}
+            if got.handed is not None:
+                await self._write_handed(connection, inbox, got.handed)
+            await self._send_delivery(
+                connection, [m for m in got.messages if m.message_id not in written]
+            )
             return got
 
         return batch
@@ -427,25 +470,29 @@ class WsSession(Session):
         seconds: float,
         now_ms: int,
     ) -> None:
-        """Until `woken` or `seconds`: write each hand-off as it comes, without a receive.
-        The wait ends by the earliest delivery deadline of what was written (`now_ms`: the
-        Redis time of the receive before, whose clock the deadlines are on)."""
+        """Until `woken` or `seconds`: write each hand-off as it comes, without a receive
+        (and reclaim what was handed out when hand-offs may have been lost). The wait ends
+        by the earliest delivery deadline of what was written (`now_ms`: the Redis time of
+        the receive before, whose clock the deadlines are on)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         end = started + seconds
         redis_ahead = now_ms / 1000 - started  # the Redis clock against the loop's
         woken.add_done_callback(inbox.poke)
         while not woken.done():
-            if inbox.items:
-                handed = inbox.take()
-                await self._send_delivery(connection, handed)
-                first_due = min(m.visible_at_ms for m in handed) / 1000 - redis_ahead
-                end = min(end, first_due + 0.002)
+            if inbox.lost:
+                dues = [m.visible_at_ms for m in await self._reclaim_handed(connection, inbox)]
+            elif inbox.items:
+                dues = [m.visible_at_ms for _, m in inbox.items]
+                await self._write_handed(connection, inbox)
+            else:
+                left = end - loop.time()
+                if left <= 0:
+                    return
+                await inbox.wait(left)
                 continue
-            left = end - loop.time()
-            if left <= 0:
-                return
-            await inbox.wait(left)
+            if dues:
+                end = min(end, min(dues) / 1000 - redis_ahead + 0.002)
 
 
 async def _woken_within(woken: asyncio.Future[None], seconds: float) -> None:

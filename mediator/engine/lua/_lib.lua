@@ -293,14 +293,22 @@ end
 -- which it stands. One socket holds a recipient, so its marker replaces any other. "@n"
 -- counts the hand-offs made while markers stood; the receive returns it, so that the
 -- socket's node orders what was handed to it before the receive ahead of what it returned.
+-- "@r" is the count at the last receive: at most HANDOFF_RUN hand-offs between two
+-- receives, so a node holds little for a socket that does not keep up. Both counts are
+-- stored plus COUNT_BASE: scripts of older versions read every field as a channel and its
+-- value as the time it lapses, and so leave them alone.
+local COUNT_BASE = 1000000000000000
+local HANDOFF_RUN = 10  -- a live delivery's batch (transport/websocket.py LIVE_BATCH)
+
 local function mark_live(waiters, owner, channel, vt, ms, now)
   local field = '@h ' .. owner .. ' ' .. channel .. ' ' .. int(vt)
   for _, f in ipairs(redis.call('HKEYS', waiters)) do
     if string.sub(f, 1, 3) == '@h ' and f ~= field then redis.call('HDEL', waiters, f) end
   end
-  redis.call('HSET', waiters, field, int(now + ms))
+  local n = tonumber(redis.call('HGET', waiters, '@n')) or COUNT_BASE
+  redis.call('HSET', waiters, field, int(now + ms), '@n', int(n), '@r', int(n))
   if redis.call('PTTL', waiters) < ms then redis.call('PEXPIRE', waiters, ms) end
-  return tonumber(redis.call('HGET', waiters, '@n')) or 0
+  return n - COUNT_BASE
 end
 
 -- Record that the node listening on `channel` waits on the queue for `ms` more; the key
@@ -384,24 +392,42 @@ local function put_message(out, got, f, receives, visible_at, moved_to)
   out[base + 9] = moved_to
 end
 
-local HANDOFF_MAX_BYTES = 65536  -- larger messages are fetched by the socket's receive
+-- A handed-out message (in flight until `score`) visible again at once, in enqueue order
+-- (its score just below its stream id's time, as a parked entry's: visible_score).
+local function make_visible(Q, sid, score, now)
+  flight_drop(Q, score, now)
+  local _, arg = visible_score(sid, now)
+  redis.call('ZADD', Q.inflight, arg, sid)
+end
+
+-- Larger messages are fetched by the socket's receive (a hand-off crosses the cluster bus
+-- to every node of a Redis Cluster).
+local HANDOFF_MAX_BYTES = 16384
 
 -- A message just stored (stream entry `sid`) in a queue whose live socket asked for
--- hand-offs: when it is the only visible message (nothing unread before it, nothing visible
--- in flight), it is handed out here as receive_filtered.lua would (in flight until the
--- socket's deadline, counted as delivered) and published to the socket's node:
+-- hand-offs: when the socket still holds its recipient (keys.ConnectionKeys.presence, beside
+-- the record) and the message is the only visible one (nothing unread before it, nothing
+-- visible in flight), it is handed out here as receive_filtered.lua would (in flight until
+-- the socket's deadline, counted as delivered) and published to the socket's node:
 -- "take " .. msgpack {queue, owner, hand-off number, put_message's 9 values}. Returns the
 -- channel it went to, or nil (the message is left to the wake-ups).
 local function hand_off(Q, name, sid, size, now)
   if size > HANDOFF_MAX_BYTES then return nil end
   local w = redis.call('HGETALL', Q.waiters)
-  local owner, channel, vt
+  local owner, channel, vt, n, r
   for i = 1, #w, 2 do
-    if string.sub(w[i], 1, 3) == '@h ' and tonumber(w[i + 1]) > now then
-      owner, channel, vt = string.match(w[i], '^@h (%S+) (%S+) (%d+)$')
+    local field = w[i]
+    if string.sub(field, 1, 3) == '@h ' and tonumber(w[i + 1]) > now then
+      owner, channel, vt = string.match(field, '^@h (%S+) (%S+) (%d+)$')
+    elseif field == '@n' then
+      n = tonumber(w[i + 1])
+    elseif field == '@r' then
+      r = tonumber(w[i + 1])
     end
   end
-  if not owner then return nil end
+  if not owner or not n or not r or n - r >= HANDOFF_RUN then return nil end
+  -- The hold: gone when its socket closed or left live mode, another's after a takeover.
+  if redis.call('GET', Q.cfg .. ':p') ~= owner then return nil end
   local lag
   local group = redis.call('XINFO', 'GROUPS', Q.stream)[1]
   for i = 1, #group, 2 do
@@ -425,7 +451,7 @@ local function hand_off(Q, name, sid, size, now)
   redis.call('HSET', Q.cfg, 'ld', int(now))
   count(Q, 'dlv', 1)
   flight_add(Q, deadline, 1, now)
-  local number = redis.call('HINCRBY', Q.waiters, '@n', 1)
+  local number = redis.call('HINCRBY', Q.waiters, '@n', 1) - COUNT_BASE
   local out = {}
   put_message(out, 1, f, receives, deadline, '')
   redis.call('PUBLISH', channel, 'take ' .. cmsgpack.pack(

@@ -14,9 +14,7 @@ for i = 2, #ARGV do
   if sid and string.find(sid, '-', 1, true) then
     local score = redis.call('ZSCORE', Q.inflight, sid)
     if score and tonumber(score) > now then
-      flight_drop(Q, score, now)
-      local _, arg = visible_score(sid, now)
-      redis.call('ZADD', Q.inflight, arg, sid)
+      make_visible(Q, sid, score, now)
       released = released + 1
     end
   end
