@@ -292,9 +292,10 @@ class WsSession(Session):
     async def _reclaim_handed(self, connection: str, inbox: Inbox) -> list[ReceivedMessage]:
         """Hand-offs may have been lost: everything in flight is handed out again (a new
         deadline); what this socket has not offered yet is written, in order. Returns
-        what was reclaimed."""
-        inbox.lost = False
+        what was reclaimed (a storage error leaves the inbox marked as having lost some)."""
+        inbox.lost = True
         reclaimed = await self.services.mailbox.reclaim(connection, 1000)
+        inbox.lost = False
         inbox.drop({m.message_id for m in reclaimed})
         offered = self._unacked.get(connection, ())
         fresh = [m for m in reclaimed if m.message_id not in offered]
@@ -481,7 +482,12 @@ class WsSession(Session):
         woken.add_done_callback(inbox.poke)
         while not woken.done():
             if inbox.lost:
-                dues = [m.visible_at_ms for m in await self._reclaim_handed(connection, inbox)]
+                try:
+                    reclaimed = await self._reclaim_handed(connection, inbox)
+                except STORAGE_ERRORS as exc:  # the loop's next receive waits for storage
+                    log.warning("reclaiming lost hand-offs failed: %s", exc)
+                    return
+                dues = [m.visible_at_ms for m in reclaimed]
             elif inbox.items:
                 dues = [m.visible_at_ms for _, m in inbox.items]
                 await self._write_handed(connection, inbox)
