@@ -10,8 +10,9 @@ when a delayed or in-flight message becomes visible. Pub/sub may drop a message,
 waiter also re-reads its queue on its own deadline, and all are woken when the subscription
 is re-established. A waiting request holds no Redis connection.
 
-Other messages on the node's channel (`<kind> <text>`, such as `takeover`) go to the handler
-registered for their kind; broadcast channels (route removals) to theirs.
+Other messages on the node's channel (`<kind> <text>`, such as `takeover`, or `take` with a
+hand-off's bytes) go to the handler registered for their kind; broadcast channels (route
+removals) to theirs.
 """
 
 from __future__ import annotations

@@ -293,13 +293,8 @@ class Mailbox:
     async def give_back(self, connection: str, messages: Sequence[ReceivedMessage]) -> int:
         """Hand-offs a socket did not write, visible again where they still are those
         hand-offs (not reclaimed or offered again since): how many."""
-        given = 0
-        for message in messages:
-            try:
-                given += await self.engine.give_back(queue_of(connection), message)
-            except QueueNotFound:
-                return given
-        return given
+        ref = queue_of(connection)
+        return sum([await self.engine.give_back(ref, message) for message in messages])
 
     async def reclaim(self, connection: str, most: int) -> list[ReceivedMessage]:
         """Hand out again, with a new delivery deadline, everything handed out and not yet

@@ -437,8 +437,8 @@ local function hand_off(Q, name, sid, size, now)
   if #redis.call('ZRANGEBYSCORE', Q.inflight, '-inf', now, 'LIMIT', 0, 1) > 0 then
     return nil  -- a message is visible again: the socket's receive takes them in order
   end
-  local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', 1, 'STREAMS', Q.stream, '>')
-  local e = r and r[1][2][1]
+  local read = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', 1, 'STREAMS', Q.stream, '>')
+  local e = read and read[1][2][1]
   if not e then return nil end
   if e[1] ~= sid then  -- not expected (lag was 1): left visible, as a receive parks
     redis.call('ZADD', Q.inflight, select(2, visible_score(e[1], now)), e[1])
