@@ -20,7 +20,7 @@ from mediator.engine.wakeups import WakeHub
 from mediator.mediation.mailbox import queue_of
 from mediator.storage.clients import Backend
 from tests.didcomm_peer import Peer, attachments, forward, mediator_key, message
-from tests.eventually import eventually
+from tests.eventually import eventually, until_redis_ms
 from tests.inprocess import AppNode
 from tests.subscribers import cut, subscribers
 
@@ -141,12 +141,12 @@ async def test_only_the_only_visible_message_is_handed_off(
     channel."""
     ref = await held_queue(engine, redis_client, socket, qname)
     await engine.send(ref, [SendMessage(b"other")])
-    await asyncio.sleep(0.005)
-    live_since = (await engine.stats(ref)).now_ms
+    live_since = (await engine.stats(ref)).now_ms + 1
+    await until_redis_ms(redis_client, live_since)  # "other" arrived before it
     await socket.live_receive(ref, since_ms=live_since)  # skips it: left visible
     await engine.send(ref, [SendMessage(b"after")])
-    await asyncio.sleep(0.2)
-    assert socket.taken == []
+    stats = await engine.stats(ref)  # the send decided: nothing handed out
+    assert (stats.visible, stats.in_flight) == (2, 0) and socket.taken == []
     fetched = await engine.receive(ref, 10)
     assert [m.body for m in fetched.messages] == [b"other", b"after"]
     await engine.acknowledge(ref, [m.message_id for m in fetched.messages])
@@ -155,8 +155,8 @@ async def test_only_the_only_visible_message_is_handed_off(
     big = b"b" * 70_000
     await engine.send(ref, [SendMessage(big)])
     await engine.send(ref, [SendMessage(b"small")])
-    await asyncio.sleep(0.2)
-    assert socket.taken == []  # the large one waits visible, so the next one waits too
+    stats = await engine.stats(ref)  # the large one waits visible, so the next one waits too
+    assert (stats.visible, stats.in_flight) == (2, 0) and socket.taken == []
     assert [m.body for m in (await engine.receive(ref, 10)).messages] == [big, b"small"]
 
 
@@ -173,10 +173,7 @@ async def test_a_hand_off_no_loop_takes_is_visible_again_at_once(
     async def visible() -> int:
         return (await engine.stats(ref)).visible
 
-    for _ in range(50):
-        if await visible() == 1:
-            break
-        await asyncio.sleep(0.02)
+    assert await eventually(visible, lambda v: v == 1, within=5, interval=0.02) == 1
     assert socket.released == sent.message_ids
     assert [m.body for m in (await engine.receive(ref, 10)).messages] == [b"lost?"]
 
@@ -214,8 +211,8 @@ async def test_no_hand_off_once_the_socket_gave_its_hold_up(
 
     await engine.send(ref, [SendMessage(b"after close")])
 
-    await asyncio.sleep(0.2)
-    assert socket.taken == [] and socket.released == []
+    stats = await engine.stats(ref)  # the send decided: nothing handed out
+    assert (stats.visible, stats.in_flight) == (1, 0) and socket.taken == []
     assert [m.body for m in (await engine.receive(ref, 10)).messages] == [b"after close"]
 
 
@@ -228,7 +225,10 @@ async def test_a_socket_that_does_not_receive_is_handed_a_batch_at_most(
     await socket.live_receive(ref)
     for i in range(12):
         await engine.send(ref, [SendMessage(f"m{i}".encode())])
-    await asyncio.sleep(0.2)
+    stats = await engine.stats(ref)
+    assert (stats.in_flight, stats.visible) == (10, 2)
+    while len(socket.taken) < 10:
+        await socket.next_take()
 
     assert [m.body for _, _, m in socket.taken] == [f"m{i}".encode() for i in range(10)]
     got = await engine.receive_filtered(
